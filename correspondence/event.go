@@ -1,0 +1,283 @@
+package correspondence
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/acrelay/acrelay/canonicaljson"
+)
+
+// Protocol is the constant value of every event's "protocol" member.
+const Protocol = "agent-correspondence/v0.1"
+
+// Kind is an event kind (spec §5).
+type Kind string
+
+// The 21 event kinds of spec §5.
+const (
+	KindIntent          Kind = "intent"
+	KindClaimOpen       Kind = "claim.open"
+	KindClaimRenew      Kind = "claim.renew"
+	KindClaimRelease    Kind = "claim.release"
+	KindProgress        Kind = "progress"
+	KindObservation     Kind = "observation"
+	KindArtifactOffer   Kind = "artifact.offer"
+	KindAckSeen         Kind = "ack.seen"
+	KindAckUnderstood   Kind = "ack.understood"
+	KindAckAccepted     Kind = "ack.accepted"
+	KindAckApplied      Kind = "ack.applied"
+	KindAckRejected     Kind = "ack.rejected"
+	KindConflictRaise   Kind = "conflict.raise"
+	KindConflictResolve Kind = "conflict.resolve"
+	KindPause           Kind = "pause"
+	KindRest            Kind = "rest"
+	KindResume          Kind = "resume"
+	KindRefusal         Kind = "refusal"
+	KindHandoff         Kind = "handoff"
+	KindClose           Kind = "close"
+	KindRepair          Kind = "repair"
+)
+
+// Kinds lists the 21 kinds in the order of spec §5's schema.
+var Kinds = []Kind{
+	KindIntent, KindClaimOpen, KindClaimRenew, KindClaimRelease, KindProgress,
+	KindObservation, KindArtifactOffer, KindAckSeen, KindAckUnderstood,
+	KindAckAccepted, KindAckApplied, KindAckRejected, KindConflictRaise,
+	KindConflictResolve, KindPause, KindRest, KindResume, KindRefusal,
+	KindHandoff, KindClose, KindRepair,
+}
+
+// IsClaim reports whether k is claim.open, claim.renew or claim.release.
+func (k Kind) IsClaim() bool {
+	return k == KindClaimOpen || k == KindClaimRenew || k == KindClaimRelease
+}
+
+// Sender names who signed an event (spec §3); all four are canonical UUIDs.
+type Sender struct {
+	IdentityID   string
+	SigningKeyID string
+	DeviceID     string
+	SessionID    string
+}
+
+// Scope is an event's work scope (spec §3). BaseRevision and Branch are nil
+// for JSON null. Paths holds 1–64 unique path prefixes (spec §4).
+type Scope struct {
+	BaseRevision *string
+	Branch       *string
+	Paths        []string
+}
+
+// SignatureAlgorithm is the only admitted signature algorithm.
+const SignatureAlgorithm = "Ed25519"
+
+// Event is one signed agent-correspondence/v0.1 event (spec §3). Body is the
+// kind's closed body object, kept as a JSON value so that explicit nulls and
+// absent members stay distinct. ID and Signature are empty until Sign (or
+// ParseEvent) fills them.
+type Event struct {
+	ID           string // "sha256:" + 64 lowercase hex
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string
+	Sender       Sender
+	Kind         Kind
+	Parents      []string
+	SessionSeq   int64
+	IssuedAt     string // RFC3339-ms, kept exactly as signed
+	Scope        Scope
+	Body         canonicaljson.Value
+	Signature    string // unpadded base64url of the 64-byte Ed25519 signature
+}
+
+// Errors of signing and verification (spec §6).
+var (
+	ErrSignatureInvalid  = errors.New("signature does not verify")
+	ErrEventIDMismatch   = errors.New("event_id does not match the signed event")
+	ErrSignatureEncoding = errors.New("signature is not 86 characters of canonical unpadded base64url")
+	ErrBadPublicKey      = errors.New("public key is not 32 bytes of unpadded base64url")
+)
+
+func optString(p *string) canonicaljson.Value {
+	if p == nil {
+		return canonicaljson.NullValue()
+	}
+	return canonicaljson.StringValue(*p)
+}
+
+func stringArray(ss []string) canonicaljson.Value {
+	elems := make([]canonicaljson.Value, len(ss))
+	for i, s := range ss {
+		elems[i] = canonicaljson.StringValue(s)
+	}
+	return canonicaljson.Value{Kind: canonicaljson.Array, Elems: elems}
+}
+
+// Value returns the event as a JSON object with all members of spec §3.
+// event_id and signature are included only when set.
+func (e *Event) Value() canonicaljson.Value {
+	m := make([]canonicaljson.Member, 0, 14)
+	add := func(name string, v canonicaljson.Value) { m = append(m, canonicaljson.Member{Name: name, Value: v}) }
+	add("protocol", canonicaljson.StringValue(Protocol))
+	if e.ID != "" {
+		add("event_id", canonicaljson.StringValue(e.ID))
+	}
+	add("project_id", canonicaljson.StringValue(e.ProjectID))
+	add("repository_id", canonicaljson.StringValue(e.RepositoryID))
+	add("thread_id", canonicaljson.StringValue(e.ThreadID))
+	add("sender", canonicaljson.ObjectValue(
+		canonicaljson.Member{Name: "identity_id", Value: canonicaljson.StringValue(e.Sender.IdentityID)},
+		canonicaljson.Member{Name: "signing_key_id", Value: canonicaljson.StringValue(e.Sender.SigningKeyID)},
+		canonicaljson.Member{Name: "device_id", Value: canonicaljson.StringValue(e.Sender.DeviceID)},
+		canonicaljson.Member{Name: "session_id", Value: canonicaljson.StringValue(e.Sender.SessionID)},
+	))
+	add("kind", canonicaljson.StringValue(string(e.Kind)))
+	add("parents", stringArray(e.Parents))
+	add("session_seq", canonicaljson.IntValue(e.SessionSeq))
+	add("issued_at", canonicaljson.StringValue(e.IssuedAt))
+	add("scope", canonicaljson.ObjectValue(
+		canonicaljson.Member{Name: "base_revision", Value: optString(e.Scope.BaseRevision)},
+		canonicaljson.Member{Name: "branch", Value: optString(e.Scope.Branch)},
+		canonicaljson.Member{Name: "paths", Value: stringArray(e.Scope.Paths)},
+	))
+	body := e.Body
+	if body.Kind != canonicaljson.Object {
+		body = canonicaljson.ObjectValue()
+	}
+	add("body", body)
+	add("authority", canonicaljson.ObjectValue(
+		canonicaljson.Member{Name: "automatic_action", Value: canonicaljson.StringValue("never")},
+		canonicaljson.Member{Name: "grants", Value: canonicaljson.ArrayValue()},
+	))
+	if e.Signature != "" {
+		add("signature", canonicaljson.ObjectValue(
+			canonicaljson.Member{Name: "algorithm", Value: canonicaljson.StringValue(SignatureAlgorithm)},
+			canonicaljson.Member{Name: "value_b64url", Value: canonicaljson.StringValue(e.Signature)},
+		))
+	}
+	return canonicaljson.Value{Kind: canonicaljson.Object, Members: m}
+}
+
+// CoreJCS returns JCS(core): the event without event_id and signature
+// (spec §6).
+func (e *Event) CoreJCS() ([]byte, error) {
+	return canonicaljson.AppendCanonicalWithout(make([]byte, 0, 1024), e.Value(), "event_id", "signature")
+}
+
+// SignedJCS returns JCS(signed): the event with its signature and without
+// event_id (spec §6). The signature must be set.
+func (e *Event) SignedJCS() ([]byte, error) {
+	if e.Signature == "" {
+		return nil, ErrSignatureEncoding
+	}
+	return canonicaljson.AppendCanonicalWithout(make([]byte, 0, 1024), e.Value(), "event_id")
+}
+
+// CanonicalJSON returns the RFC 8785 bytes of the whole signed event,
+// event_id included: the exact bytes the relay stores and serves.
+func (e *Event) CanonicalJSON() ([]byte, error) {
+	return canonicaljson.AppendCanonical(make([]byte, 0, 1024), e.Value())
+}
+
+// signingDomain is UTF8("agent-correspondence/v0.1") || 0x00 (spec §6).
+var signingDomain = append([]byte(Protocol), 0)
+
+// SigningDigest returns SHA-256(UTF8(protocol) || 0x00 || coreJCS), the 32
+// bytes that Ed25519 signs (spec §6).
+func SigningDigest(coreJCS []byte) [32]byte {
+	h := sha256.New()
+	h.Write(signingDomain)
+	h.Write(coreJCS)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// EventIDOf returns "sha256:" + lowerhex(SHA-256(signedJCS)) (spec §6).
+func EventIDOf(signedJCS []byte) string {
+	sum := sha256.Sum256(signedJCS)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Sign signs the event's core with priv and sets Signature and ID
+// (spec §6). The event is not validated; call Validate first when its
+// contents come from outside.
+func (e *Event) Sign(priv ed25519.PrivateKey) error {
+	if len(priv) != ed25519.PrivateKeySize {
+		return fmt.Errorf("sign: private key is %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+	}
+	core, err := e.CoreJCS()
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	d := SigningDigest(core)
+	e.Signature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, d[:]))
+	signed, err := e.SignedJCS()
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	e.ID = EventIDOf(signed)
+	return nil
+}
+
+// DecodeSignature decodes a value_b64url: exactly 86 characters of
+// unpadded base64url whose unused trailing bits are zero (so each signature
+// has one spelling). Error: ErrSignatureEncoding.
+func DecodeSignature(s string) ([]byte, error) {
+	if len(s) != 86 {
+		return nil, ErrSignatureEncoding
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != ed25519.SignatureSize {
+		return nil, ErrSignatureEncoding
+	}
+	return b, nil
+}
+
+// DecodePublicKey decodes an Ed25519 public key given as 43 characters of
+// canonical unpadded base64url. Error: ErrBadPublicKey.
+func DecodePublicKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, ErrBadPublicKey
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// EncodePublicKey is the inverse of DecodePublicKey.
+func EncodePublicKey(pub ed25519.PublicKey) string {
+	return base64.RawURLEncoding.EncodeToString(pub)
+}
+
+// Verify checks the event's signature under pub and that ID equals the
+// recomputed event id (spec §6). Errors: ErrSignatureEncoding,
+// ErrSignatureInvalid, ErrEventIDMismatch (in that order of checking, so a
+// forged id over a valid signature is reported as a mismatch).
+func (e *Event) Verify(pub ed25519.PublicKey) error {
+	sig, err := DecodeSignature(e.Signature)
+	if err != nil {
+		return err
+	}
+	v := e.Value()
+	buf := make([]byte, 0, 2048)
+	core, err := canonicaljson.AppendCanonicalWithout(buf, v, "event_id", "signature")
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	d := SigningDigest(core)
+	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d[:], sig) {
+		return ErrSignatureInvalid
+	}
+	signed, err := canonicaljson.AppendCanonicalWithout(core[:0], v, "event_id")
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if EventIDOf(signed) != e.ID {
+		return ErrEventIDMismatch
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+// Package store declares what the layers above need from persistence: the
+// project registry (identities, signing keys, bearer-token hashes), the
+// append-only event log with receipts, lineage bookkeeping and the durable
+// ready frontier of spec §8, and (later) courier cursors and leases.
+//
+// Two dialects implement it: store/sqlite (embedded default, pure Go) and
+// store/postgres (pgx/v5). Both pass the one behavioural suite in
+// store/storetest. Nothing above this package sees a driver error: each
+// dialect maps its driver's errors to the sentinels below.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/acrelay/acrelay/correspondence"
+)
+
+// Sentinel errors. Wrap with %w; test with errors.Is.
+var (
+	ErrNotFound         = errors.New("not found")
+	ErrExists           = errors.New("already exists")
+	ErrUnavailable      = errors.New("store unavailable")
+	ErrEventIDCollision = errors.New("event id stored with other bytes")
+	// ErrSenderNotActive: the sender identity is not active in the project,
+	// or the signing key is not an active key of that identity (spec §3).
+	ErrSenderNotActive = errors.New("sender or signing key not active")
+)
+
+// Registry statuses (spec §10).
+const (
+	StatusActive   = "active"
+	StatusInactive = "inactive"
+	StatusRevoked  = "revoked"
+)
+
+// Token scopes (spec §10). Scopes are independent.
+const (
+	ScopeRead   = "read"
+	ScopeAppend = "append"
+	ScopeAdmin  = "admin"
+)
+
+// Project is one independent event stream.
+type Project struct {
+	ID        string
+	CreatedAt time.Time
+}
+
+// Identity is an accountable participant of one project.
+type Identity struct {
+	ID          string
+	ProjectID   string
+	DisplayName string
+	Status      string // StatusActive or StatusInactive
+	CreatedAt   time.Time
+}
+
+// SigningKey is an Ed25519 public key of one identity.
+type SigningKey struct {
+	ID         string
+	IdentityID string
+	ProjectID  string
+	PublicKey  string // 43 characters of unpadded base64url
+	Status     string // StatusActive or StatusRevoked
+	CreatedAt  time.Time
+}
+
+// Token is a project bearer token. Only the SHA-256 of the secret token
+// string is stored; the token itself is shown once, at creation.
+type Token struct {
+	ID        string
+	ProjectID string
+	Scopes    []string
+	Hash      []byte // SHA-256 of the whole token string
+	Revoked   bool
+	CreatedAt time.Time
+}
+
+// Registry holds projects, identities, keys and token hashes.
+// Create* return ErrExists for a duplicate id; Get*, Deactivate*, Revoke*
+// return ErrNotFound for an unknown id.
+type Registry interface {
+	CreateProject(ctx context.Context, id string) (Project, error)
+	GetProject(ctx context.Context, id string) (Project, error)
+	CountProjects(ctx context.Context) (int, error)
+
+	CreateIdentity(ctx context.Context, id Identity) (Identity, error)
+	GetIdentity(ctx context.Context, id string) (Identity, error)
+	DeactivateIdentity(ctx context.Context, id string) (Identity, error)
+	// ActiveIdentityIDs pages the active identity ids of a project in
+	// ascending order, strictly after afterID ("" for the first page).
+	ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
+
+	AddKey(ctx context.Context, k SigningKey) (SigningKey, error)
+	GetKey(ctx context.Context, id string) (SigningKey, error)
+	RevokeKey(ctx context.Context, id string) (SigningKey, error)
+
+	CreateToken(ctx context.Context, t Token) (Token, error)
+	GetToken(ctx context.Context, id string) (Token, error)
+	RevokeToken(ctx context.Context, id string) error
+
+	// Setting and PutSetting keep small server-wide values (such as the
+	// operator token's hash). Setting returns ErrNotFound when unset.
+	Setting(ctx context.Context, name string) (string, error)
+	PutSetting(ctx context.Context, name, value string) error
+}
+
+// Record is one stored event with its receipt (spec §7) and the dynamic
+// diagnostics reads attach (spec §9). Event holds the RFC 8785 bytes of the
+// signed event exactly as stored.
+type Record struct {
+	ProjectID      string
+	EventID        string
+	RepositoryID   string
+	ThreadID       string
+	Kind           correspondence.Kind
+	Event          []byte
+	ReceivedSeq    int64
+	ReceivedAt     time.Time // database clock, millisecond precision, UTC
+	MissingParents []string  // parents not stored in the project, sorted
+	LineageStatus  correspondence.LineageStatus
+}
+
+// Warning is one POST warning (spec §9): codes session_fork and
+// claim_lineage_pending.
+type Warning struct {
+	Code     string
+	Detail   string
+	EventIDs []string
+	Paths    []string
+}
+
+// AppendResult is the outcome of Append. Created is false for an exact
+// retry, whose Record carries the original receipt.
+type AppendResult struct {
+	Record   Record
+	Created  bool
+	Warnings []Warning
+}
+
+// EventQuery selects records of one repository of one project in ascending
+// received_seq, strictly after After, at most Limit (1–200).
+type EventQuery struct {
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string // "" for all threads
+	After        int64
+	Limit        int
+}
+
+// EventPage is one page of records; HasMore is true when later matching
+// records exist.
+type EventPage struct {
+	Records []Record
+	HasMore bool
+}
+
+// Log is the append-only event log of every project.
+type Log interface {
+	// Append stores ev (already parsed, validated and signature-verified by
+	// the caller) in one transaction: sender and key re-checked active, the
+	// event row and its receipt (received_seq from the database, strictly
+	// increasing per project; received_at from the database clock),
+	// parent bookkeeping, lineage status and tips, at most 32 ready-frontier
+	// rows (spec §8), and warnings. canonical is ev's RFC 8785 bytes.
+	// An event id already stored with identical bytes returns the original
+	// record with Created false. Errors: ErrSenderNotActive,
+	// ErrEventIDCollision, ErrNotFound (unknown project), ErrUnavailable.
+	Append(ctx context.Context, ev *correspondence.Event, canonical []byte) (AppendResult, error)
+
+	// Events reads one page (spec §9). Errors: ErrUnavailable.
+	Events(ctx context.Context, q EventQuery) (EventPage, error)
+
+	// Head returns the project's newest received_seq and its received_at;
+	// seq 0 for an empty stream.
+	Head(ctx context.Context, projectID string) (seq int64, at time.Time, err error)
+}
+
+// Store is everything a relay process needs.
+type Store interface {
+	Registry
+	Log
+	Close() error
+}
