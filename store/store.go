@@ -174,8 +174,45 @@ type Log interface {
 	Events(ctx context.Context, q EventQuery) (EventPage, error)
 
 	// Head returns the project's newest received_seq and its received_at;
-	// seq 0 for an empty stream.
+	// seq 0 and the zero time for an empty stream. Errors: ErrNotFound
+	// (unknown project), ErrUnavailable.
 	Head(ctx context.Context, projectID string) (seq int64, at time.Time, err error)
+
+	// ReconcileLineage resolves at most max rows of the project's durable
+	// ready frontier (spec §8) in one short write transaction serialized
+	// with the project's appends, and returns the persisted
+	// lineage_incomplete flag as left by that transaction (true while
+	// frontier rows remain). Claims and voice reads call it before they
+	// read the projection. Errors: ErrNotFound (unknown project),
+	// ErrUnavailable.
+	ReconcileLineage(ctx context.Context, projectID string, max int) (incomplete bool, err error)
+
+	// LineageWatermark returns the project's persisted lineage_incomplete
+	// flag and lineage_changed_at: the database time at which bounded
+	// reconciliation last changed a lineage or tip row (the zero time when
+	// it never has). Errors: ErrNotFound, ErrUnavailable.
+	LineageWatermark(ctx context.Context, projectID string) (incomplete bool, changedAt time.Time, err error)
+
+	// ClaimTips returns the branch tips of one repository (spec §8): valid
+	// claim events without a valid direct child, expired and released ones
+	// included, sorted by event id. Errors: ErrUnavailable.
+	ClaimTips(ctx context.Context, projectID, repositoryID string) ([]ClaimTip, error)
+}
+
+// ClaimTip is one branch tip of the claim-lineage projection (spec §8).
+type ClaimTip struct {
+	EventID        string
+	ReceivedSeq    int64
+	RepositoryID   string
+	ThreadID       string
+	ClaimID        string
+	Kind           correspondence.Kind // claim.open, claim.renew or claim.release
+	Generation     int64
+	RootIdentityID string // the identity of the lineage root (the owner)
+	DeviceID       string
+	SessionID      string
+	Paths          []string  // scope.paths as signed
+	ExpiresAt      time.Time // zero for claim.release
 }
 
 // Store is everything a relay process needs.

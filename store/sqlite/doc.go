@@ -1,0 +1,35 @@
+// Package sqlite is the embedded default implementation of store.Store: one
+// SQLite file in WAL mode through modernc.org/sqlite (pure Go, no cgo).
+//
+// Durability: synchronous=FULL, so an Append that returned has its WAL frame
+// fsynced and survives a process or machine crash (spec §7: a 201 is a
+// promise). Throughput comes from group commit rather than from weakening
+// that promise: concurrent Append calls queue to one writer goroutine that
+// takes everything waiting (at most Options.MaxBatch) into one transaction,
+// each append inside its own SAVEPOINT, so one commit and one fsync cover a
+// batch while each caller still gets its own result or error.
+//
+// Connections: one writer connection (BEGIN IMMEDIATE) used by the group
+// committer and the registry writes, and a separate pool of query_only
+// connections for reads, which in WAL mode never wait for the writer.
+//
+// Clock: received_at, created_at and lineage_changed_at come from the
+// database clock, strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with
+// milliseconds. SQLite's 'now' is stable within one statement, so the
+// receipt counter update and its time are read from one UPDATE … RETURNING.
+//
+// Lineage (spec §8) is materialized from the first append: claim_lineage
+// holds each claim event's status, lineage_waiting the pending children by
+// the predecessor they wait for, lineage_frontier the durable ready frontier
+// and claim_tips the branch tips. The rules themselves are
+// correspondence.NodeOf and correspondence.Successor; this package only
+// persists their results.
+//
+// Schema changes are embedded goose migrations (migrations/*.sql), applied
+// at Open. Driver errors never leave the package: unique violations become
+// store.ErrExists and everything else store.ErrUnavailable.
+//
+// Open starts the writer goroutine and Close stops it, draining the queue
+// first; that is the one exception to "constructors start no goroutines",
+// because the writer is part of the store's own consistency.
+package sqlite

@@ -1,0 +1,482 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// appendFrontierBudget is how many ready-frontier rows each append resolves
+// (spec §8).
+const appendFrontierBudget = 32
+
+// Warning codes of spec §9.
+const (
+	warnSessionFork         = "session_fork"
+	warnClaimLineagePending = "claim_lineage_pending"
+)
+
+// maxWarningIDs bounds event_ids in one warning.
+const maxWarningIDs = 16
+
+// Append stores ev and its receipt (spec §7) through the group committer,
+// in its own savepoint of a batch transaction. See store.Log.Append.
+// Errors: store.ErrNotFound (unknown project), store.ErrSenderNotActive,
+// store.ErrEventIDCollision, store.ErrUnavailable, or ctx's error.
+func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []byte) (store.AppendResult, error) {
+	if ev == nil || ev.ID == "" {
+		return store.AppendResult{}, errors.New("append: event without an id")
+	}
+	in, err := newAppendInput(ev, canonical)
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	var res store.AppendResult
+	err = db.submit(ctx, "append", func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		res, err = appendTx(ctx, tx, in)
+		return err
+	})
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	return res, nil
+}
+
+// appendInput is everything Append derives from the event before queueing,
+// so the writer goroutine only does SQL.
+type appendInput struct {
+	ev        *correspondence.Event
+	canonical []byte
+	paths     string // JSON array of scope.paths
+	node      correspondence.LineageNode
+	isClaim   bool
+}
+
+func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, error) {
+	paths, err := json.Marshal(append([]string{}, ev.Scope.Paths...))
+	if err != nil {
+		return appendInput{}, fmt.Errorf("append: paths: %w", err)
+	}
+	in := appendInput{ev: ev, canonical: bytes.Clone(canonical), paths: string(paths)}
+	in.node, in.isClaim = correspondence.NodeOf(ev)
+	return in, nil
+}
+
+func appendTx(ctx context.Context, tx *sql.Tx, in appendInput) (store.AppendResult, error) {
+	ev := in.ev
+	if err := mustExist(ctx, tx, projectExists, ev.ProjectID); err != nil {
+		return store.AppendResult{}, err
+	}
+	var idStatus, keyStatus string
+	err := tx.QueryRowContext(ctx, selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+		Scan(&idStatus, &keyStatus)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && (idStatus != store.StatusActive || keyStatus != store.StatusActive) {
+		return store.AppendResult{}, store.ErrSenderNotActive
+	}
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+
+	var stored []byte
+	err = tx.QueryRowContext(ctx, selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
+	switch {
+	case err == nil:
+		if !bytes.Equal(stored, in.canonical) {
+			return store.AppendResult{}, store.ErrEventIDCollision
+		}
+		return finishAppend(ctx, tx, in, false)
+	case !errors.Is(err, sql.ErrNoRows):
+		return store.AppendResult{}, err
+	}
+
+	var seq int64
+	var at string
+	if err := tx.QueryRowContext(ctx, nextReceipt, ev.ProjectID).Scan(&seq, &at); err != nil {
+		return store.AppendResult{}, err
+	}
+	if _, err := tx.ExecContext(ctx, insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
+		string(ev.Kind), ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq,
+		in.canonical); err != nil {
+		return store.AppendResult{}, err
+	}
+	for _, p := range ev.Parents {
+		if _, err := tx.ExecContext(ctx, insertParent, ev.ProjectID, ev.ID, p); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
+	status := correspondence.LineageNotApplicable
+	if in.isClaim {
+		var err error
+		if status, err = placeClaim(ctx, tx, in, seq); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
+	// Any arrival that is not itself pending readies the claims waiting on
+	// it, whatever its kind (spec §8).
+	if status != correspondence.LineagePending {
+		if err := releaseWaitersOf(ctx, tx, ev.ProjectID, ev.ID); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
+	return finishAppend(ctx, tx, in, true)
+}
+
+// finishAppend resolves this append's share of the ready frontier, then
+// reads back the record and derives the warnings from what is stored.
+func finishAppend(ctx context.Context, tx *sql.Tx, in appendInput, created bool) (store.AppendResult, error) {
+	ev := in.ev
+	if _, err := reconcile(ctx, tx, ev.ProjectID, appendFrontierBudget); err != nil {
+		return store.AppendResult{}, err
+	}
+	rec, err := scanRecord(tx.QueryRowContext(ctx, selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	res := store.AppendResult{Record: rec, Created: created}
+	forks, err := sessionTuple(ctx, tx, ev)
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	if len(forks) > 1 {
+		res.Warnings = append(res.Warnings, store.Warning{
+			Code:     warnSessionFork,
+			Detail:   fmt.Sprintf("%d events share this identity, device, session and session_seq %d", len(forks), ev.SessionSeq),
+			EventIDs: forks[:min(len(forks), maxWarningIDs)],
+		})
+	}
+	if rec.LineageStatus == correspondence.LineagePending {
+		res.Warnings = append(res.Warnings, store.Warning{
+			Code:     warnClaimLineagePending,
+			Detail:   "the claim's predecessor is not stored yet (or is itself pending); the claim is not active until it is",
+			EventIDs: []string{in.node.PredecessorEventID},
+		})
+	}
+	return res, nil
+}
+
+// sessionTuple lists the ids of the events sharing ev's (identity, device,
+// session, session_seq), sorted; more than one is a session fork (spec §7).
+func sessionTuple(ctx context.Context, tx *sql.Tx, ev *correspondence.Event) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, selectSessionTuple, ev.ProjectID, ev.Sender.IdentityID, ev.Sender.DeviceID,
+		ev.Sender.SessionID, ev.SessionSeq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// lineageRow is one claim_lineage row.
+type lineageRow struct {
+	node   correspondence.LineageNode
+	status correspondence.LineageStatus
+	root   string
+}
+
+func loadLineage(ctx context.Context, tx *sql.Tx, projectID, eventID string) (lineageRow, bool, error) {
+	var r lineageRow
+	var kind, paths string
+	var expires sql.NullString
+	err := tx.QueryRowContext(ctx, selectLineage, projectID, eventID).Scan(&r.node.RepositoryID, &r.node.ThreadID,
+		&r.node.ClaimID, &r.node.IdentityID, &kind, &r.node.Generation, &r.node.PredecessorEventID, &paths,
+		&expires, &r.status, &r.root)
+	if errors.Is(err, sql.ErrNoRows) {
+		return lineageRow{}, false, nil
+	}
+	if err != nil {
+		return lineageRow{}, false, err
+	}
+	r.node.EventID = eventID
+	r.node.Kind = correspondence.Kind(kind)
+	r.node.ExpiresAt = parseNullTime(expires)
+	if err := json.Unmarshal([]byte(paths), &r.node.Paths); err != nil {
+		return lineageRow{}, false, fmt.Errorf("lineage paths of %s: %w", eventID, store.ErrUnavailable)
+	}
+	return r, true, nil
+}
+
+// placeClaim decides a newly stored claim event's first lineage status and
+// records it (spec §8): claim.open is valid and a tip; a renew/release
+// whose predecessor is absent or pending waits for it; otherwise
+// correspondence.Successor decides.
+func placeClaim(ctx context.Context, tx *sql.Tx, in appendInput, seq int64) (correspondence.LineageStatus, error) {
+	ev, n := in.ev, in.node
+	status, root := correspondence.LineagePending, ""
+	if n.Kind == correspondence.KindClaimOpen {
+		status, root = correspondence.LineageValid, n.IdentityID
+	} else {
+		var err error
+		status, root, err = judge(ctx, tx, ev.ProjectID, n)
+		if err != nil {
+			return "", err
+		}
+	}
+	var expires any
+	if !n.ExpiresAt.IsZero() {
+		expires = correspondence.FormatTimestamp(n.ExpiresAt)
+	}
+	if _, err := tx.ExecContext(ctx, insertLineage, ev.ProjectID, ev.ID, seq, n.RepositoryID, n.ThreadID, n.ClaimID,
+		n.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, string(n.Kind), n.Generation, n.PredecessorEventID,
+		in.paths, expires, string(status), root); err != nil {
+		return "", err
+	}
+	switch status {
+	case correspondence.LineagePending:
+		_, err := tx.ExecContext(ctx, insertWaiting, ev.ProjectID, n.PredecessorEventID, ev.ID)
+		return status, err
+	case correspondence.LineageValid:
+		return status, becomeTip(ctx, tx, ev.ProjectID, n, root)
+	}
+	return status, nil
+}
+
+// judge decides a renew/release child from its stored predecessor: pending
+// when the predecessor is absent or pending, else Successor's verdict. A
+// stored predecessor that is not a claim event makes the child invalid.
+func judge(ctx context.Context, tx *sql.Tx, projectID string, child correspondence.LineageNode) (correspondence.LineageStatus, string, error) {
+	pred, isClaim, err := loadLineage(ctx, tx, projectID, child.PredecessorEventID)
+	if err != nil {
+		return "", "", err
+	}
+	if !isClaim {
+		var one int
+		err := tx.QueryRowContext(ctx, eventExists, projectID, child.PredecessorEventID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return correspondence.LineagePending, "", nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		pred.status = correspondence.LineageNotApplicable
+	}
+	if pred.status == correspondence.LineagePending {
+		return correspondence.LineagePending, "", nil
+	}
+	s := correspondence.Successor(pred.node, pred.status, pred.root, child)
+	if s == correspondence.LineageValid {
+		return s, pred.root, nil
+	}
+	return s, "", nil
+}
+
+// becomeTip makes a newly valid event a branch tip and ends its
+// predecessor's tip: a valid direct child now exists (spec §8).
+func becomeTip(ctx context.Context, tx *sql.Tx, projectID string, n correspondence.LineageNode, root string) error {
+	if n.PredecessorEventID != "" {
+		if _, err := tx.ExecContext(ctx, deleteTip, projectID, n.PredecessorEventID); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, insertTip, root, projectID, n.EventID)
+	return err
+}
+
+// releaseWaitersOf moves the children waiting on eventID to the frontier.
+func releaseWaitersOf(ctx context.Context, tx *sql.Tx, projectID, eventID string) error {
+	if _, err := tx.ExecContext(ctx, releaseWaiters, projectID, eventID); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, deleteWaiters, projectID, eventID)
+	return err
+}
+
+// reconcile resolves at most budget ready-frontier rows of the project, in
+// arrival order, including rows readied along the way; then persists the
+// incomplete flag and, when a lineage or tip row changed, the watermark.
+func reconcile(ctx context.Context, tx *sql.Tx, projectID string, budget int) (incomplete bool, err error) {
+	changed := false
+	for range budget {
+		var rowID int64
+		var eventID string
+		err := tx.QueryRowContext(ctx, selectFrontierHead, projectID).Scan(&rowID, &eventID)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, deleteFrontierRow, rowID); err != nil {
+			return false, err
+		}
+		c, err := resolveOne(ctx, tx, projectID, eventID)
+		if err != nil {
+			return false, err
+		}
+		changed = changed || c
+	}
+	if err := tx.QueryRowContext(ctx, frontierRemains, projectID).Scan(&incomplete); err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, updateLineageFlags, incomplete, changed, projectID); err != nil {
+		return false, err
+	}
+	return incomplete, nil
+}
+
+// resolveOne re-judges one frontier child; changed reports a lineage row
+// update.
+func resolveOne(ctx context.Context, tx *sql.Tx, projectID, eventID string) (changed bool, err error) {
+	child, ok, err := loadLineage(ctx, tx, projectID, eventID)
+	if err != nil || !ok || child.status != correspondence.LineagePending {
+		return false, err
+	}
+	status, root, err := judge(ctx, tx, projectID, child.node)
+	if err != nil {
+		return false, err
+	}
+	if status == correspondence.LineagePending {
+		_, err := tx.ExecContext(ctx, insertWaiting, projectID, child.node.PredecessorEventID, eventID)
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, updateLineage, string(status), root, projectID, eventID); err != nil {
+		return false, err
+	}
+	if status == correspondence.LineageValid {
+		if err := becomeTip(ctx, tx, projectID, child.node, root); err != nil {
+			return false, err
+		}
+	}
+	return true, releaseWaitersOf(ctx, tx, projectID, eventID)
+}
+
+// ReconcileLineage resolves at most max frontier rows in a short write
+// transaction through the group committer (so it is serialized with the
+// project's appends). See store.Log.ReconcileLineage.
+func (db *DB) ReconcileLineage(ctx context.Context, projectID string, max int) (bool, error) {
+	var incomplete bool
+	err := db.submit(ctx, "reconcile lineage", func(ctx context.Context, tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, projectExists, projectID); err != nil {
+			return err
+		}
+		var err error
+		incomplete, err = reconcile(ctx, tx, projectID, max)
+		return err
+	})
+	return incomplete, err
+}
+
+// LineageWatermark reads the persisted incomplete flag and
+// lineage_changed_at. Errors: store.ErrNotFound, store.ErrUnavailable.
+func (db *DB) LineageWatermark(ctx context.Context, projectID string) (bool, time.Time, error) {
+	var incomplete bool
+	var at sql.NullString
+	if err := db.r.QueryRowContext(ctx, selectLineageFlags, projectID).Scan(&incomplete, &at); err != nil {
+		return false, time.Time{}, mapErr("lineage watermark", err)
+	}
+	return incomplete, parseNullTime(at), nil
+}
+
+// ClaimTips lists the repository's branch tips by event id.
+func (db *DB) ClaimTips(ctx context.Context, projectID, repositoryID string) ([]store.ClaimTip, error) {
+	rows, err := db.r.QueryContext(ctx, selectTips, projectID, repositoryID)
+	if err != nil {
+		return nil, mapErr("claim tips", err)
+	}
+	defer rows.Close()
+	var tips []store.ClaimTip
+	for rows.Next() {
+		var t store.ClaimTip
+		var kind, paths string
+		var expires sql.NullString
+		if err := rows.Scan(&t.EventID, &t.ReceivedSeq, &t.RepositoryID, &t.ThreadID, &t.ClaimID, &kind,
+			&t.Generation, &t.RootIdentityID, &t.DeviceID, &t.SessionID, &paths, &expires); err != nil {
+			return nil, mapErr("claim tips", err)
+		}
+		t.Kind = correspondence.Kind(kind)
+		t.ExpiresAt = parseNullTime(expires)
+		if err := json.Unmarshal([]byte(paths), &t.Paths); err != nil {
+			return nil, fmt.Errorf("claim tips: paths: %w", store.ErrUnavailable)
+		}
+		tips = append(tips, t)
+	}
+	return tips, mapErr("claim tips", rows.Err())
+}
+
+// Events reads one page of a repository's records in ascending
+// received_seq (spec §9). A Limit outside 1–200 is clamped (0 means 100).
+func (db *DB) Events(ctx context.Context, q store.EventQuery) (store.EventPage, error) {
+	limit := q.Limit
+	switch {
+	case limit <= 0:
+		limit = 100
+	case limit > 200:
+		limit = 200
+	}
+	var rows *sql.Rows
+	var err error
+	if q.ThreadID == "" {
+		rows, err = db.r.QueryContext(ctx, selectRecordsAfter, q.ProjectID, q.RepositoryID, q.After, limit+1)
+	} else {
+		rows, err = db.r.QueryContext(ctx, selectThreadRecordsAfter, q.ProjectID, q.RepositoryID, q.ThreadID, q.After, limit+1)
+	}
+	if err != nil {
+		return store.EventPage{}, mapErr("events", err)
+	}
+	defer rows.Close()
+	var page store.EventPage
+	for rows.Next() {
+		if len(page.Records) == limit {
+			page.HasMore = true
+			break
+		}
+		rec, err := scanRecord(rows, q.ProjectID)
+		if err != nil {
+			return store.EventPage{}, wrapErr("events", err)
+		}
+		page.Records = append(page.Records, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return store.EventPage{}, mapErr("events", err)
+	}
+	return page, nil
+}
+
+// Head returns the newest received_seq and its received_at. Errors:
+// store.ErrNotFound, store.ErrUnavailable.
+func (db *DB) Head(ctx context.Context, projectID string) (int64, time.Time, error) {
+	var seq int64
+	var at sql.NullString
+	if err := db.r.QueryRowContext(ctx, selectHead, projectID).Scan(&seq, &at); err != nil {
+		return 0, time.Time{}, mapErr("head", err)
+	}
+	return seq, parseNullTime(at), nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRecord(s scanner, projectID string) (store.Record, error) {
+	rec := store.Record{ProjectID: projectID}
+	var kind, at, status, missing string
+	if err := s.Scan(&rec.EventID, &rec.RepositoryID, &rec.ThreadID, &kind, &rec.Event, &rec.ReceivedSeq, &at,
+		&status, &missing); err != nil {
+		return store.Record{}, err
+	}
+	rec.Kind = correspondence.Kind(kind)
+	rec.ReceivedAt = parseTime(at)
+	rec.LineageStatus = correspondence.LineageStatus(status)
+	if err := json.Unmarshal([]byte(missing), &rec.MissingParents); err != nil {
+		return store.Record{}, fmt.Errorf("missing parents: %w", store.ErrUnavailable)
+	}
+	if len(rec.MissingParents) == 0 {
+		rec.MissingParents = []string{}
+	}
+	slices.Sort(rec.MissingParents) // already sorted by SQLite's BINARY collation; kept as a guarantee
+	return rec, nil
+}

@@ -1,0 +1,164 @@
+-- Why: the first schema of the embedded store: registry, append-only event log with receipts, parents, claim lineage with its ready frontier and branch tips (spec §3, §7, §8, §10).
+--
+-- Query paths and the index that serves each:
+--   registry lookups by id                      primary keys
+--   ActiveIdentityIDs(project, after, limit)    identities_project_status (project_id, status, id)
+--   Append: next receipt                         projects row (last_seq counter, one row per project)
+--   Append: exact retry / collision             events_event_id UNIQUE (project_id, event_id)
+--   Append: session fork lookup                 events_session (project_id, identity_id, device_id, session_id, session_seq)
+--   Events(q) by repository / thread            events_repository (project_id, repository_id, received_seq)
+--                                               events_thread (project_id, repository_id, thread_id, received_seq)
+--   missing_parents of a record                 parents PK (project_id, event_id, parent_id) + events_event_id
+--   records whose parent just arrived (voice)   parents_parent (project_id, parent_id)
+--   lineage row of a claim event                claim_lineage PK (project_id, event_id)
+--   rows waiting on a predecessor               lineage_waiting PK (project_id, predecessor_event_id, event_id)
+--   frontier in arrival order                   lineage_frontier_queue (project_id, id)
+--   live claims of a repository                 claim_tips_live (project_id, repository_id, expires_at)
+--   siblings of one claim (conflicts)           claim_tips_claim (project_id, repository_id, claim_id)
+-- Times are TEXT in RFC 3339 with milliseconds, UTC ("2006-01-02T15:04:05.000Z"),
+-- written by strftime('%Y-%m-%dT%H:%M:%fZ','now') so they sort as text.
+
+-- +goose Up
+CREATE TABLE projects (
+    id                 TEXT PRIMARY KEY,
+    created_at         TEXT NOT NULL,
+    last_seq           INTEGER NOT NULL DEFAULT 0,
+    last_received_at   TEXT,
+    lineage_incomplete INTEGER NOT NULL DEFAULT 0,
+    lineage_changed_at TEXT
+) STRICT;
+
+CREATE TABLE identities (
+    id           TEXT PRIMARY KEY,
+    project_id   TEXT NOT NULL REFERENCES projects (id),
+    display_name TEXT NOT NULL,
+    status       TEXT NOT NULL CHECK (status IN ('active', 'inactive')),
+    created_at   TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX identities_project_status ON identities (project_id, status, id);
+
+CREATE TABLE signing_keys (
+    id          TEXT PRIMARY KEY,
+    identity_id TEXT NOT NULL REFERENCES identities (id),
+    project_id  TEXT NOT NULL REFERENCES projects (id),
+    public_key  TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('active', 'revoked')),
+    created_at  TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX signing_keys_identity ON signing_keys (identity_id);
+
+CREATE TABLE tokens (
+    id         TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects (id),
+    scopes     TEXT NOT NULL, -- JSON array of scope words, in the order given
+    hash       BLOB NOT NULL,
+    revoked    INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX tokens_project ON tokens (project_id);
+
+CREATE TABLE settings (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+
+-- One row per accepted event; never updated or deleted. canonical holds the
+-- RFC 8785 bytes exactly as served.
+CREATE TABLE events (
+    project_id    TEXT NOT NULL REFERENCES projects (id),
+    received_seq  INTEGER NOT NULL,
+    event_id      TEXT NOT NULL,
+    received_at   TEXT NOT NULL,
+    repository_id TEXT NOT NULL,
+    thread_id     TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    identity_id   TEXT NOT NULL,
+    device_id     TEXT NOT NULL,
+    session_id    TEXT NOT NULL,
+    session_seq   INTEGER NOT NULL,
+    canonical     BLOB NOT NULL,
+    PRIMARY KEY (project_id, received_seq)
+) STRICT;
+
+CREATE UNIQUE INDEX events_event_id ON events (project_id, event_id);
+CREATE INDEX events_repository ON events (project_id, repository_id, received_seq);
+CREATE INDEX events_thread ON events (project_id, repository_id, thread_id, received_seq);
+CREATE INDEX events_session ON events (project_id, identity_id, device_id, session_id, session_seq);
+
+-- The parents each event names (spec §7); missing_parents is computed at
+-- read time as the parents with no events row in the project.
+CREATE TABLE parents (
+    project_id TEXT NOT NULL,
+    event_id   TEXT NOT NULL,
+    parent_id  TEXT NOT NULL,
+    PRIMARY KEY (project_id, event_id, parent_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX parents_parent ON parents (project_id, parent_id);
+
+-- The lineage state of each claim event (spec §8): its node fields and its
+-- current status. root_identity_id is set once the status is valid.
+CREATE TABLE claim_lineage (
+    project_id           TEXT NOT NULL,
+    event_id             TEXT NOT NULL,
+    received_seq         INTEGER NOT NULL,
+    repository_id        TEXT NOT NULL,
+    thread_id            TEXT NOT NULL,
+    claim_id             TEXT NOT NULL,
+    identity_id          TEXT NOT NULL,
+    device_id            TEXT NOT NULL,
+    session_id           TEXT NOT NULL,
+    kind                 TEXT NOT NULL,
+    generation           INTEGER NOT NULL,
+    predecessor_event_id TEXT NOT NULL, -- '' for claim.open
+    paths                TEXT NOT NULL, -- JSON array, scope.paths as signed
+    expires_at           TEXT,          -- NULL for claim.release
+    status               TEXT NOT NULL CHECK (status IN ('pending', 'valid', 'invalid')),
+    root_identity_id     TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (project_id, event_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX claim_lineage_claim ON claim_lineage (project_id, repository_id, claim_id);
+
+-- Pending children keyed by the predecessor they wait for.
+CREATE TABLE lineage_waiting (
+    project_id           TEXT NOT NULL,
+    predecessor_event_id TEXT NOT NULL,
+    event_id             TEXT NOT NULL,
+    PRIMARY KEY (project_id, predecessor_event_id, event_id)
+) STRICT, WITHOUT ROWID;
+
+-- The durable ready frontier: pending children whose predecessor is stored
+-- and no longer pending, resolved in arrival order (id) at most 32 per append.
+CREATE TABLE lineage_frontier (
+    id         INTEGER PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    event_id   TEXT NOT NULL
+) STRICT;
+
+CREATE UNIQUE INDEX lineage_frontier_event ON lineage_frontier (project_id, event_id);
+CREATE INDEX lineage_frontier_queue ON lineage_frontier (project_id, id);
+
+-- Branch tips: valid claim events with no valid direct child.
+CREATE TABLE claim_tips (
+    project_id       TEXT NOT NULL,
+    event_id         TEXT NOT NULL,
+    received_seq     INTEGER NOT NULL,
+    repository_id    TEXT NOT NULL,
+    thread_id        TEXT NOT NULL,
+    claim_id         TEXT NOT NULL,
+    kind             TEXT NOT NULL,
+    generation       INTEGER NOT NULL,
+    root_identity_id TEXT NOT NULL,
+    device_id        TEXT NOT NULL,
+    session_id       TEXT NOT NULL,
+    paths            TEXT NOT NULL, -- JSON array, scope.paths as signed
+    expires_at       TEXT,          -- NULL for claim.release
+    PRIMARY KEY (project_id, event_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX claim_tips_live ON claim_tips (project_id, repository_id, expires_at);
+CREATE INDEX claim_tips_claim ON claim_tips (project_id, repository_id, claim_id);

@@ -1,0 +1,138 @@
+package sqlite
+
+// SQL of the embedded store, one statement each. Values travel only as
+// placeholders. nowMS is the database clock at millisecond precision, UTC;
+// SQLite evaluates 'now' once per statement.
+
+const nowMS = `strftime('%Y-%m-%dT%H:%M:%fZ','now')`
+
+// Registry.
+const (
+	insertProject = `INSERT INTO projects (id, created_at) VALUES (?, ` + nowMS + `) RETURNING created_at`
+	selectProject = `SELECT id, created_at FROM projects WHERE id = ?`
+	countProjects = `SELECT count(*) FROM projects`
+
+	insertIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at)
+		VALUES (?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
+	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE id = ?`
+	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE id = ?
+		RETURNING id, project_id, display_name, status, created_at`
+	selectActiveIdentityIDs = `SELECT id FROM identities
+		WHERE project_id = ? AND status = 'active' AND id > ? ORDER BY id LIMIT ?`
+
+	insertKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at)
+		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
+	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE id = ?`
+	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE id = ?
+		RETURNING id, identity_id, project_id, public_key, status, created_at`
+
+	insertToken = `INSERT INTO tokens (id, project_id, scopes, hash, revoked, created_at)
+		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
+	selectToken = `SELECT id, project_id, scopes, hash, revoked, created_at FROM tokens WHERE id = ?`
+	revokeToken = `UPDATE tokens SET revoked = 1 WHERE id = ?`
+
+	selectSetting = `SELECT value FROM settings WHERE name = ?`
+	upsertSetting = `INSERT INTO settings (name, value) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value`
+)
+
+// Append.
+const (
+	projectExists = `SELECT 1 FROM projects WHERE id = ?`
+
+	// selectSender reads the statuses of the sender identity and key; no row
+	// when the key is not a key of that identity in that project.
+	selectSender = `SELECT i.status, k.status FROM signing_keys k JOIN identities i ON i.id = k.identity_id
+		WHERE k.id = ? AND k.identity_id = ? AND k.project_id = ? AND i.project_id = ?`
+
+	selectCanonical = `SELECT canonical FROM events WHERE project_id = ? AND event_id = ?`
+
+	// nextReceipt takes the project's next received_seq and the database
+	// time in one statement, so both come from one evaluation of 'now'.
+	nextReceipt = `UPDATE projects SET last_seq = last_seq + 1, last_received_at = ` + nowMS + `
+		WHERE id = ? RETURNING last_seq, last_received_at`
+
+	insertEvent = `INSERT INTO events (project_id, received_seq, event_id, received_at, repository_id,
+		thread_id, kind, identity_id, device_id, session_id, session_seq, canonical)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+	insertParent = `INSERT OR IGNORE INTO parents (project_id, event_id, parent_id) VALUES (?, ?, ?)`
+
+	// selectSessionTuple lists the events sharing one (identity, device,
+	// session, session_seq); more than one is a session fork (spec §7).
+	selectSessionTuple = `SELECT event_id FROM events
+		WHERE project_id = ? AND identity_id = ? AND device_id = ? AND session_id = ? AND session_seq = ?
+		ORDER BY event_id LIMIT 17`
+)
+
+// Lineage (spec §8).
+const (
+	insertLineage = `INSERT INTO claim_lineage (project_id, event_id, received_seq, repository_id, thread_id,
+		claim_id, identity_id, device_id, session_id, kind, generation, predecessor_event_id, paths,
+		expires_at, status, root_identity_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+	selectLineage = `SELECT repository_id, thread_id, claim_id, identity_id, kind, generation,
+		predecessor_event_id, paths, expires_at, status, root_identity_id
+		FROM claim_lineage WHERE project_id = ? AND event_id = ?`
+
+	updateLineage = `UPDATE claim_lineage SET status = ?, root_identity_id = ? WHERE project_id = ? AND event_id = ?`
+
+	eventExists = `SELECT 1 FROM events WHERE project_id = ? AND event_id = ?`
+
+	insertWaiting = `INSERT OR IGNORE INTO lineage_waiting (project_id, predecessor_event_id, event_id) VALUES (?, ?, ?)`
+
+	// releaseWaiters moves the children waiting on one predecessor to the
+	// ready frontier, in event id order; deleteWaiters then drops them.
+	releaseWaiters = `INSERT OR IGNORE INTO lineage_frontier (project_id, event_id)
+		SELECT project_id, event_id FROM lineage_waiting
+		WHERE project_id = ? AND predecessor_event_id = ? ORDER BY event_id`
+	deleteWaiters = `DELETE FROM lineage_waiting WHERE project_id = ? AND predecessor_event_id = ?`
+
+	selectFrontierHead = `SELECT id, event_id FROM lineage_frontier WHERE project_id = ? ORDER BY id LIMIT 1`
+	deleteFrontierRow  = `DELETE FROM lineage_frontier WHERE id = ?`
+	frontierRemains    = `SELECT EXISTS (SELECT 1 FROM lineage_frontier WHERE project_id = ?)`
+
+	// updateLineageFlags persists the incomplete flag and, when the
+	// reconciliation changed a lineage or tip row, the watermark.
+	updateLineageFlags = `UPDATE projects SET lineage_incomplete = ?,
+		lineage_changed_at = CASE WHEN ? THEN ` + nowMS + ` ELSE lineage_changed_at END
+		WHERE id = ?`
+
+	selectLineageFlags = `SELECT lineage_incomplete, lineage_changed_at FROM projects WHERE id = ?`
+
+	insertTip = `INSERT OR IGNORE INTO claim_tips (project_id, event_id, received_seq, repository_id, thread_id,
+		claim_id, kind, generation, root_identity_id, device_id, session_id, paths, expires_at)
+		SELECT project_id, event_id, received_seq, repository_id, thread_id, claim_id, kind, generation,
+		?, device_id, session_id, paths, expires_at
+		FROM claim_lineage WHERE project_id = ? AND event_id = ?`
+	deleteTip = `DELETE FROM claim_tips WHERE project_id = ? AND event_id = ?`
+
+	selectTips = `SELECT event_id, received_seq, repository_id, thread_id, claim_id, kind, generation,
+		root_identity_id, device_id, session_id, paths, expires_at
+		FROM claim_tips WHERE project_id = ? AND repository_id = ? ORDER BY event_id`
+)
+
+// Reads.
+const (
+	// recordColumns are the columns of one store.Record; missing_parents is
+	// a JSON array of the parents with no events row in the project.
+	recordColumns = `SELECT e.event_id, e.repository_id, e.thread_id, e.kind, e.canonical,
+		e.received_seq, e.received_at, coalesce(l.status, 'not_applicable'),
+		(SELECT json_group_array(p.parent_id ORDER BY p.parent_id) FROM parents p
+		  WHERE p.project_id = e.project_id AND p.event_id = e.event_id
+		  AND NOT EXISTS (SELECT 1 FROM events x WHERE x.project_id = p.project_id AND x.event_id = p.parent_id))
+		FROM events e LEFT JOIN claim_lineage l ON l.project_id = e.project_id AND l.event_id = e.event_id`
+
+	selectRecord = recordColumns + ` WHERE e.project_id = ? AND e.event_id = ?`
+
+	selectRecordsAfter = recordColumns + `
+		WHERE e.project_id = ? AND e.repository_id = ? AND e.received_seq > ?
+		ORDER BY e.received_seq LIMIT ?`
+
+	selectThreadRecordsAfter = recordColumns + `
+		WHERE e.project_id = ? AND e.repository_id = ? AND e.thread_id = ? AND e.received_seq > ?
+		ORDER BY e.received_seq LIMIT ?`
+
+	selectHead = `SELECT last_seq, last_received_at FROM projects WHERE id = ?`
+)

@@ -1,0 +1,439 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/acrelay/acrelay/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ store.Store = (*DB)(nil)
+
+// timeLayout is how the schema spells every time: RFC 3339, milliseconds, UTC.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// Options tune Open. The zero value is the production setting.
+type Options struct {
+	// MaxBatch caps how many queued appends one transaction takes (group
+	// commit); 0 means 128. 1 gives one transaction per event, for
+	// comparison only.
+	MaxBatch int
+	// BusyTimeout bounds how long a statement waits for a lock held by
+	// another process; 0 means 5s.
+	BusyTimeout time.Duration
+}
+
+// DB is the embedded SQLite store. It is safe for concurrent use.
+type DB struct {
+	w        *sql.DB // one connection: the group committer and registry writes
+	r        *sql.DB // query_only pool: reads never wait for the writer
+	logger   *slog.Logger
+	maxBatch int
+
+	mu     sync.RWMutex // guards closed and sends on queue
+	closed bool
+	queue  chan *job
+	done   chan struct{} // closed when the writer goroutine has drained and exited
+}
+
+// Open opens (creating if needed) the database file at path, applies the
+// embedded migrations and starts the writer goroutine. Errors:
+// store.ErrUnavailable when the file cannot be opened or migrated.
+func Open(ctx context.Context, path string, logger *slog.Logger) (*DB, error) {
+	return OpenWith(ctx, path, logger, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Options) (*DB, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open sqlite: path %q must be a plain file path", path)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)",
+		opts.BusyTimeout.Milliseconds())
+	w, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return nil, mapErr("open sqlite", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, w, logger); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, mapErr("open sqlite", err)
+	}
+	n := max(4, runtime.NumCPU())
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	if err := r.PingContext(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, mapErr("open sqlite", err)
+	}
+	db := &DB{
+		w:        w,
+		r:        r,
+		logger:   logger,
+		maxBatch: opts.MaxBatch,
+		queue:    make(chan *job, 4*opts.MaxBatch),
+		done:     make(chan struct{}),
+	}
+	go db.writeLoop()
+	return db, nil
+}
+
+func migrate(ctx context.Context, w *sql.DB, logger *slog.Logger) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, w, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		logger.Error("sqlite migration failed", "err", err)
+		return fmt.Errorf("migrate: %w", store.ErrUnavailable)
+	}
+	for _, r := range results {
+		logger.Info("sqlite migration applied", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Close stops accepting appends, lets the writer finish everything already
+// queued, then closes both connection pools. Calling it twice is harmless.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	close(db.queue)
+	db.mu.Unlock()
+	<-db.done
+	return errors.Join(db.w.Close(), db.r.Close())
+}
+
+// mapErr translates a driver error to a store sentinel: unique and
+// primary-key violations to ErrExists, sql.ErrNoRows to ErrNotFound,
+// context errors kept as they are, everything else ErrUnavailable. The
+// driver error itself is never wrapped, so nothing above store can reach it.
+func mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, err)
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%s: %w", op, store.ErrExists)
+		}
+		return fmt.Errorf("%s: %w (sqlite result code %d)", op, store.ErrUnavailable, se.Code())
+	}
+	return fmt.Errorf("%s: %w", op, store.ErrUnavailable)
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func parseNullTime(s sql.NullString) time.Time {
+	if !s.Valid {
+		return time.Time{}
+	}
+	return parseTime(s.String)
+}
+
+// --- Registry (spec §10) ---
+
+// CreateProject creates an empty project stream. Errors: store.ErrExists.
+func (db *DB) CreateProject(ctx context.Context, id string) (store.Project, error) {
+	var at string
+	if err := db.w.QueryRowContext(ctx, insertProject, id).Scan(&at); err != nil {
+		return store.Project{}, mapErr("create project", err)
+	}
+	return store.Project{ID: id, CreatedAt: parseTime(at)}, nil
+}
+
+// GetProject errors: store.ErrNotFound.
+func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) {
+	var p store.Project
+	var at string
+	if err := db.r.QueryRowContext(ctx, selectProject, id).Scan(&p.ID, &at); err != nil {
+		return store.Project{}, mapErr("get project", err)
+	}
+	p.CreatedAt = parseTime(at)
+	return p, nil
+}
+
+// CountProjects returns the number of projects.
+func (db *DB) CountProjects(ctx context.Context) (int, error) {
+	var n int
+	if err := db.r.QueryRowContext(ctx, countProjects).Scan(&n); err != nil {
+		return 0, mapErr("count projects", err)
+	}
+	return n, nil
+}
+
+// CreateIdentity stores id; an empty Status means active. Errors:
+// store.ErrNotFound (unknown project), store.ErrExists.
+func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Identity, error) {
+	if id.Status == "" {
+		id.Status = store.StatusActive
+	}
+	if id.Status != store.StatusActive && id.Status != store.StatusInactive {
+		return store.Identity{}, fmt.Errorf("create identity: status %q is not active or inactive", id.Status)
+	}
+	var at string
+	err := db.writeTx(ctx, "create identity", func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, projectExists, id.ProjectID); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, insertIdentity, id.ID, id.ProjectID, id.DisplayName, id.Status).Scan(&at)
+	})
+	if err != nil {
+		return store.Identity{}, err
+	}
+	id.CreatedAt = parseTime(at)
+	return id, nil
+}
+
+// GetIdentity errors: store.ErrNotFound.
+func (db *DB) GetIdentity(ctx context.Context, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.r.QueryRowContext(ctx, selectIdentity, id))
+	return i, mapErr("get identity", err)
+}
+
+// DeactivateIdentity marks the identity inactive; its history stays.
+// Errors: store.ErrNotFound.
+func (db *DB) DeactivateIdentity(ctx context.Context, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, id))
+	return i, mapErr("deactivate identity", err)
+}
+
+func scanIdentity(row *sql.Row) (store.Identity, error) {
+	var i store.Identity
+	var at string
+	if err := row.Scan(&i.ID, &i.ProjectID, &i.DisplayName, &i.Status, &at); err != nil {
+		return store.Identity{}, err
+	}
+	i.CreatedAt = parseTime(at)
+	return i, nil
+}
+
+// ActiveIdentityIDs pages active identity ids in ascending byte order,
+// strictly after afterID, at most limit.
+func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
+	rows, err := db.r.QueryContext(ctx, selectActiveIdentityIDs, projectID, afterID, limit)
+	if err != nil {
+		return nil, mapErr("active identity ids", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapErr("active identity ids", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, mapErr("active identity ids", rows.Err())
+}
+
+// AddKey stores a signing key of an identity; an empty Status means active
+// and an empty ProjectID means the identity's project. Errors:
+// store.ErrNotFound (no such identity in that project), store.ErrExists.
+func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey, error) {
+	if k.Status == "" {
+		k.Status = store.StatusActive
+	}
+	if k.Status != store.StatusActive && k.Status != store.StatusRevoked {
+		return store.SigningKey{}, fmt.Errorf("add key: status %q is not active or revoked", k.Status)
+	}
+	var at string
+	err := db.writeTx(ctx, "add key", func(tx *sql.Tx) error {
+		var project string
+		if err := tx.QueryRowContext(ctx, `SELECT project_id FROM identities WHERE id = ?`, k.IdentityID).Scan(&project); err != nil {
+			return err
+		}
+		if k.ProjectID == "" {
+			k.ProjectID = project
+		}
+		if k.ProjectID != project {
+			return store.ErrNotFound
+		}
+		return tx.QueryRowContext(ctx, insertKey, k.ID, k.IdentityID, k.ProjectID, k.PublicKey, k.Status).Scan(&at)
+	})
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	k.CreatedAt = parseTime(at)
+	return k, nil
+}
+
+// GetKey errors: store.ErrNotFound.
+func (db *DB) GetKey(ctx context.Context, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.r.QueryRowContext(ctx, selectKey, id))
+	return k, mapErr("get key", err)
+}
+
+// RevokeKey marks the key revoked; events it signed stay. Errors:
+// store.ErrNotFound.
+func (db *DB) RevokeKey(ctx context.Context, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.w.QueryRowContext(ctx, revokeKey, id))
+	return k, mapErr("revoke key", err)
+}
+
+func scanKey(row *sql.Row) (store.SigningKey, error) {
+	var k store.SigningKey
+	var at string
+	if err := row.Scan(&k.ID, &k.IdentityID, &k.ProjectID, &k.PublicKey, &k.Status, &at); err != nil {
+		return store.SigningKey{}, err
+	}
+	k.CreatedAt = parseTime(at)
+	return k, nil
+}
+
+// CreateToken stores a token's id, project, scopes (in the order given)
+// and hash. Errors: store.ErrNotFound (unknown project), store.ErrExists.
+func (db *DB) CreateToken(ctx context.Context, t store.Token) (store.Token, error) {
+	scopes, err := json.Marshal(append([]string{}, t.Scopes...))
+	if err != nil {
+		return store.Token{}, fmt.Errorf("create token: %w", err)
+	}
+	var at string
+	err = db.writeTx(ctx, "create token", func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, projectExists, t.ProjectID); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, insertToken, t.ID, t.ProjectID, string(scopes), t.Hash, t.Revoked).Scan(&at)
+	})
+	if err != nil {
+		return store.Token{}, err
+	}
+	t.CreatedAt = parseTime(at)
+	return t, nil
+}
+
+// GetToken errors: store.ErrNotFound.
+func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
+	var t store.Token
+	var scopes, at string
+	err := db.r.QueryRowContext(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &scopes, &t.Hash, &t.Revoked, &at)
+	if err != nil {
+		return store.Token{}, mapErr("get token", err)
+	}
+	if err := json.Unmarshal([]byte(scopes), &t.Scopes); err != nil {
+		return store.Token{}, fmt.Errorf("get token: scopes: %w", store.ErrUnavailable)
+	}
+	t.CreatedAt = parseTime(at)
+	return t, nil
+}
+
+// RevokeToken marks the token revoked. Errors: store.ErrNotFound.
+func (db *DB) RevokeToken(ctx context.Context, id string) error {
+	res, err := db.w.ExecContext(ctx, revokeToken, id)
+	if err != nil {
+		return mapErr("revoke token", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return mapErr("revoke token", err)
+	} else if n == 0 {
+		return fmt.Errorf("revoke token: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+// Setting returns a server-wide value. Errors: store.ErrNotFound.
+func (db *DB) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	if err := db.r.QueryRowContext(ctx, selectSetting, name).Scan(&v); err != nil {
+		return "", mapErr("setting", err)
+	}
+	return v, nil
+}
+
+// PutSetting sets a server-wide value, replacing any earlier one.
+func (db *DB) PutSetting(ctx context.Context, name, value string) error {
+	_, err := db.w.ExecContext(ctx, upsertSetting, name, value)
+	return mapErr("put setting", err)
+}
+
+// writeTx runs fn in one transaction on the writer connection. Errors fn
+// returns that are already store sentinels pass through; driver errors are
+// mapped.
+func (db *DB) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return wrapErr(op, err)
+	}
+	return mapErr(op, tx.Commit())
+}
+
+// wrapErr keeps store sentinels and maps everything else.
+func wrapErr(op string, err error) error {
+	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrUnavailable,
+		store.ErrEventIDCollision, store.ErrSenderNotActive} {
+		if errors.Is(err, s) {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return mapErr(op, err)
+}
+
+// mustExist returns store.ErrNotFound unless query (a SELECT 1 …) has a row.
+func mustExist(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	var one int
+	err := tx.QueryRowContext(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,131 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/acrelay/acrelay/store"
+)
+
+// job is one unit of work for the group committer: run executes inside its
+// own SAVEPOINT of the batch transaction and records its result in variables
+// the submitter reads only after done delivers nil.
+type job struct {
+	ctx  context.Context // the submitter's; checked before run, never used for SQL
+	run  func(ctx context.Context, tx *sql.Tx) error
+	done chan error // buffered: the writer never blocks on a departed submitter
+}
+
+// submit queues run for the writer and waits for its outcome. When ctx
+// ends first, submit returns ctx's error; the job is then skipped if it has
+// not started, or commits normally if it has (an exact retry returns its
+// receipt).
+func (db *DB) submit(ctx context.Context, op string, run func(ctx context.Context, tx *sql.Tx) error) error {
+	j := &job{ctx: ctx, run: run, done: make(chan error, 1)}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return fmt.Errorf("%s: store closed: %w", op, store.ErrUnavailable)
+	}
+	select {
+	case db.queue <- j:
+		db.mu.RUnlock()
+	case <-ctx.Done():
+		db.mu.RUnlock()
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+	select {
+	case err := <-j.done:
+		if err != nil {
+			return wrapErr(op, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+}
+
+// writeLoop is the group committer: it takes every job waiting (at most
+// maxBatch) into one transaction, so one fsync covers them all. It exits
+// once the queue is closed and drained.
+func (db *DB) writeLoop() {
+	defer close(db.done)
+	batch := make([]*job, 0, db.maxBatch)
+	for {
+		j, ok := <-db.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], j)
+	fill:
+		for len(batch) < db.maxBatch {
+			select {
+			case j, ok := <-db.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		db.runBatch(batch)
+		clear(batch)
+	}
+}
+
+// runBatch runs each job in its own savepoint of one transaction: a job
+// that fails is rolled back to its savepoint and gets its own error while
+// the others commit. If the transaction itself fails (begin, savepoint
+// bookkeeping or commit), every job that had not failed on its own gets
+// ErrUnavailable: nothing of it was committed.
+func (db *DB) runBatch(batch []*job) {
+	ctx := context.Background()
+	errs := make([]error, len(batch))
+	fail := func(err error) {
+		db.logger.Error("sqlite group commit failed", "batch", len(batch), "err", err)
+		for i, j := range batch {
+			if errs[i] == nil {
+				errs[i] = mapErr("commit", err)
+			}
+			j.done <- errs[i]
+		}
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	for i, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT append"); err != nil {
+			tx.Rollback()
+			fail(err)
+			return
+		}
+		if err := j.run(ctx, tx); err != nil {
+			errs[i] = err
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO append"); err != nil {
+				tx.Rollback()
+				fail(err)
+				return
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE append"); err != nil {
+			tx.Rollback()
+			fail(err)
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		fail(err)
+		return
+	}
+	for i, j := range batch {
+		j.done <- errs[i]
+	}
+}
