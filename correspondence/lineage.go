@@ -171,13 +171,15 @@ func ProjectLineage(nodes []LineageNode, now time.Time) LineageResult {
 		}
 	}
 	status := make(map[string]LineageStatus, len(byID))
-	root := make(map[string]string, len(byID)) // root identity of valid nodes
+	root := make(map[string]string, len(byID)) // lineage root's identity, read only for valid nodes
 	var stack []string
 	onStack := make(map[string]bool)
 	for id := range byID {
-		// Walk up the predecessor chain to a decided node, then decide the
-		// chain top-down; iterative so that long chains cannot overflow.
-		stack, cur := stack[:0], id
+		// Walk the predecessor chain back to a decided (or missing) event,
+		// then decide the links from the oldest one forward to id; iterative,
+		// so that long chains cannot overflow the stack.
+		cur := id
+		stack = stack[:0]
 		clear(onStack)
 		for {
 			if _, done := status[cur]; done {
