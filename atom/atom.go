@@ -1,0 +1,179 @@
+package atom
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Namespace is the XML namespace of acrelay's foreign Atom elements.
+const Namespace = "https://agenttool.dev/ns/correspondence"
+
+// Link is an Atom <link> element.
+type Link struct {
+	Rel, Type, Href string
+}
+
+// LinkTemplate is the foreign <at:link-template> element.
+type LinkTemplate struct {
+	Template, Rel, Type string
+}
+
+// Entry is one record. Record is the RFC 8785 JSON {event, receipt}.
+type Entry struct {
+	EventID      string
+	Kind         string
+	RepositoryID string
+	ThreadID     string
+	ReceivedAt   time.Time
+	Record       []byte
+}
+
+// Feed is one Atom feed document: a page of a project's records.
+type Feed struct {
+	ID           string
+	Title        string
+	Updated      time.Time
+	Links        []Link
+	LinkTemplate *LinkTemplate
+	Entries      []Entry
+}
+
+// TimeFormat is the RFC 3339 form used for <updated>: UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// Render returns the feed's bytes: UTF-8, with an XML declaration, entries
+// in the order given (receipt order).
+func Render(f Feed) []byte {
+	var b bytes.Buffer
+	b.Grow(1024 + 1536*len(f.Entries))
+	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
+	b.WriteString(`<feed xmlns="http://www.w3.org/2005/Atom" xmlns:at="` + Namespace + `">` + "\n")
+	element(&b, "  ", "id", f.ID)
+	element(&b, "  ", "title", f.Title)
+	element(&b, "  ", "updated", f.Updated.UTC().Format(TimeFormat))
+	b.WriteString("  <author><name>acrelay</name></author>\n")
+	b.WriteString("  <generator>acrelay</generator>\n")
+	for _, l := range f.Links {
+		b.WriteString(`  <link rel="`)
+		attr(&b, l.Rel)
+		if l.Type != "" {
+			b.WriteString(`" type="`)
+			attr(&b, l.Type)
+		}
+		b.WriteString(`" href="`)
+		attr(&b, l.Href)
+		b.WriteString("\"/>\n")
+	}
+	if t := f.LinkTemplate; t != nil {
+		b.WriteString(`  <at:link-template template="`)
+		attr(&b, t.Template)
+		b.WriteString(`" rel="`)
+		attr(&b, t.Rel)
+		b.WriteString(`" type="`)
+		attr(&b, t.Type)
+		b.WriteString("\"/>\n")
+	}
+	for _, e := range f.Entries {
+		b.Write(EntryBytes(e))
+	}
+	b.WriteString("</feed>\n")
+	return b.Bytes()
+}
+
+// EntryBytes returns one entry's bytes, a pure function of e: the same
+// record always renders identically.
+func EntryBytes(e Entry) []byte {
+	var b bytes.Buffer
+	b.Grow(256 + len(e.Record)*11/10)
+	b.WriteString("  <entry>\n")
+	element(&b, "    ", "id", e.EventID)
+	element(&b, "    ", "title", "["+e.Kind+"] "+e.RepositoryID+" / "+e.ThreadID)
+	element(&b, "    ", "updated", e.ReceivedAt.UTC().Format(TimeFormat))
+	b.WriteString(`    <content type="application/json">`)
+	jsonText(&b, e.Record)
+	b.WriteString("</content>\n")
+	b.WriteString("  </entry>\n")
+	return b.Bytes()
+}
+
+func element(b *bytes.Buffer, indent, name, text string) {
+	b.WriteString(indent + "<" + name + ">")
+	escape(b, text, false)
+	b.WriteString("</" + name + ">\n")
+}
+
+func attr(b *bytes.Buffer, s string) { escape(b, s, true) }
+
+// isXMLChar reports whether r may appear in an XML 1.0 document (§2.2 Char).
+func isXMLChar(r rune) bool {
+	return r == 0x9 || r == 0xA || r == 0xD ||
+		r >= 0x20 && r <= 0xD7FF ||
+		r >= 0xE000 && r <= 0xFFFD ||
+		r >= 0x10000 && r <= 0x10FFFF
+}
+
+// escape writes s as XML character data (or an attribute value), replacing
+// anything XML 1.0 cannot hold with U+FFFD: titles and links are human text.
+func escape(b *bytes.Buffer, s string, inAttr bool) {
+	for _, r := range s {
+		switch {
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case r == '"' && inAttr:
+			b.WriteString("&quot;")
+		case (r == '\n' || r == '\r' || r == '\t') && inAttr:
+			b.WriteString("&#x" + strconv.FormatInt(int64(r), 16) + ";")
+		case r == '\r':
+			b.WriteString("&#xD;")
+		case !isXMLChar(r):
+			b.WriteRune(utf8.RuneError)
+		default:
+			b.WriteRune(r)
+		}
+	}
+}
+
+// jsonText writes RFC 8785 JSON as XML character data. JSON strings cannot
+// hold raw controls after canonicalization; characters XML cannot hold
+// (U+FFFE, U+FFFF) appear only inside JSON strings, where the equivalent
+// JSON escape keeps the value unchanged.
+func jsonText(b *bytes.Buffer, js []byte) {
+	for i := 0; i < len(js); {
+		c := js[i]
+		if c < utf8.RuneSelf {
+			switch c {
+			case '&':
+				b.WriteString("&amp;")
+			case '<':
+				b.WriteString("&lt;")
+			case '>':
+				b.WriteString("&gt;")
+			case '\r':
+				b.WriteString("&#xD;")
+			default:
+				if c < 0x20 && c != '\n' && c != '\t' {
+					b.WriteString(`\u00`)
+					b.WriteByte("0123456789abcdef"[c>>4])
+					b.WriteByte("0123456789abcdef"[c&0xF])
+				} else {
+					b.WriteByte(c)
+				}
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(js[i:])
+		if isXMLChar(r) {
+			b.Write(js[i : i+n])
+		} else {
+			b.WriteString(`\u` + strconv.FormatInt(int64(r), 16))
+		}
+		i += n
+	}
+}

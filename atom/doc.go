@@ -1,0 +1,16 @@
+// Package atom renders Atom 1.0 (RFC 4287) feed documents of correspondence
+// records (spec/correspondence-0.1.md §9). It produces bytes only: no HTTP,
+// no SQL.
+//
+// An entry depends on nothing but its record's immutable {event, receipt}
+// JSON, so its bytes never change after the record is written: <id> is the
+// event_id, <updated> the receipt's received_at, <content> the record JSON.
+// The feed carries the live wake template as the foreign element
+// <at:link-template> in namespace https://agenttool.dev/ns/correspondence,
+// because a URI template is not an Atom link target.
+//
+// XML 1.0 cannot hold U+FFFE, U+FFFF (nor controls, which RFC 8785 already
+// escapes): inside the JSON content they are written as JSON \u escapes, so
+// the content is still exactly the same JSON value and the document stays
+// well-formed.
+package atom

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acrelay/acrelay/registry"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Local registry administration: these commands open the store directly
+// (same --data-dir / --database-url as serve) and apply the same rules as
+// the relay's /v1/admin routes.
+
+type localCmd struct {
+	store storeConfig
+	json  bool
+}
+
+func (l *localCmd) flags(cmd *cobra.Command) {
+	addStoreFlags(cmd, &l.store)
+	cmd.Flags().BoolVar(&l.json, "json", false, "print the result as JSON")
+}
+
+func (l *localCmd) run(cmd *cobra.Command, f func(ctx context.Context, st store.Store) (any, string, error)) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st, err := openStore(ctx, l.store, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	v, text, err := f(ctx, st)
+	if err != nil {
+		return err
+	}
+	return printResult(cmd.OutOrStdout(), l.json, v, text)
+}
+
+func printResult(w io.Writer, asJSON bool, v any, text string) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(w, text)
+	return err
+}
+
+func newAdminCmds() []*cobra.Command {
+	project := &cobra.Command{Use: "project", Short: "Manage projects in the local store"}
+	{
+		var l localCmd
+		var id string
+		c := &cobra.Command{
+			Use: "create", Short: "Create a project", Args: cobra.NoArgs,
+			Example: "  acrelay project create\n  acrelay project create --project-id 11111111-1111-4111-8111-111111111111 --json",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					p, err := registry.CreateProject(ctx, st, id)
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"project_id": p.ID}, p.ID, nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&id, "project-id", "", "project id (canonical UUID; default: a fresh one)")
+		project.AddCommand(c)
+	}
+
+	identity := &cobra.Command{Use: "identity", Short: "Manage identities in the local store"}
+	{
+		var l localCmd
+		var projectID, id, name string
+		c := &cobra.Command{
+			Use: "create", Short: "Create an active identity in a project", Args: cobra.NoArgs,
+			Example: "  acrelay identity create --project-id P --display-name builder-agent",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					i, err := registry.CreateIdentity(ctx, st, projectID, id, name)
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"identity_id": i.ID, "project_id": i.ProjectID, "status": i.Status}, i.ID, nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&projectID, "project-id", "", "project id (required)")
+		c.Flags().StringVar(&id, "identity-id", "", "identity id (default: a fresh UUID)")
+		c.Flags().StringVar(&name, "display-name", "", "display name")
+		_ = c.MarkFlagRequired("project-id")
+		identity.AddCommand(c)
+
+		var l2 localCmd
+		d := &cobra.Command{
+			Use: "deactivate IDENTITY_ID", Short: "Deactivate an identity (history is kept)", Args: cobra.ExactArgs(1),
+			Example: "  acrelay identity deactivate 22222222-2222-4222-8222-222222222222",
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					i, err := st.DeactivateIdentity(ctx, args[0])
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"identity_id": i.ID, "status": i.Status}, i.Status, nil
+				})
+			},
+		}
+		l2.flags(d)
+		identity.AddCommand(d)
+	}
+
+	key := &cobra.Command{Use: "key", Short: "Manage signing keys in the local store"}
+	{
+		var l localCmd
+		var identityID, id, pub string
+		c := &cobra.Command{
+			Use: "add", Short: "Register an Ed25519 public key for an identity", Args: cobra.NoArgs,
+			Example: "  acrelay key add --identity-id I --public-key A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					ident, err := st.GetIdentity(ctx, identityID)
+					if err != nil {
+						return nil, "", fmt.Errorf("identity: %w", err)
+					}
+					k, err := registry.AddKey(ctx, st, ident, id, pub)
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"signing_key_id": k.ID, "identity_id": k.IdentityID, "status": k.Status}, k.ID, nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&identityID, "identity-id", "", "identity id (required)")
+		c.Flags().StringVar(&id, "signing-key-id", "", "signing key id (default: a fresh UUID)")
+		c.Flags().StringVar(&pub, "public-key", "", "public key, 43 characters of unpadded base64url (required)")
+		_ = c.MarkFlagRequired("identity-id")
+		_ = c.MarkFlagRequired("public-key")
+		key.AddCommand(c)
+
+		var l2 localCmd
+		r := &cobra.Command{
+			Use: "revoke SIGNING_KEY_ID", Short: "Revoke a signing key (history is kept)", Args: cobra.ExactArgs(1),
+			Example: "  acrelay key revoke 33333333-3333-4333-8333-333333333333",
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					k, err := st.RevokeKey(ctx, args[0])
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"signing_key_id": k.ID, "status": k.Status}, k.Status, nil
+				})
+			},
+		}
+		l2.flags(r)
+		key.AddCommand(r)
+	}
+
+	tok := &cobra.Command{Use: "token", Short: "Manage project bearer tokens in the local store"}
+	{
+		var l localCmd
+		var projectID, scopes string
+		c := &cobra.Command{
+			Use: "create", Short: "Mint a project token (shown once; only its hash is stored)", Args: cobra.NoArgs,
+			Example: "  acrelay token create --project-id P --scopes read,append",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					t, secret, err := registry.CreateToken(ctx, st, projectID, strings.Split(scopes, ","))
+					if err != nil {
+						return nil, "", err
+					}
+					return map[string]any{"token_id": t.ID, "token": secret, "scopes": t.Scopes}, secret, nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&projectID, "project-id", "", "project id (required)")
+		c.Flags().StringVar(&scopes, "scopes", "read,append", "comma-separated scopes: read, append, admin")
+		_ = c.MarkFlagRequired("project-id")
+		tok.AddCommand(c)
+
+		var l2 localCmd
+		r := &cobra.Command{
+			Use: "revoke TOKEN_ID", Short: "Revoke a token", Args: cobra.ExactArgs(1),
+			Example: "  acrelay token revoke abcdefghijklmnopqrstuvwxyz",
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					if err := st.RevokeToken(ctx, args[0]); err != nil {
+						return nil, "", err
+					}
+					return map[string]string{"token_id": args[0], "status": "revoked"}, "revoked", nil
+				})
+			},
+		}
+		l2.flags(r)
+		tok.AddCommand(r)
+	}
+	return []*cobra.Command{project, identity, key, tok}
+}
+
+func init() { rootCmd.AddCommand(newAdminCmds()...) }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acrelay/acrelay/registry"
+	"github.com/acrelay/acrelay/relay"
+)
+
+// serveConfig is everything `acrelay serve` reads from flags and the
+// environment (flag > ACRELAY_* > default), validated once.
+type serveConfig struct {
+	storeConfig
+	Addr          string
+	PublicURL     string
+	LogFormat     string
+	LogLevel      string
+	OperatorToken string
+}
+
+func newServeCmd() *cobra.Command {
+	var cfg serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay (embedded SQLite by default, PostgreSQL with --database-url)",
+		Example: `  acrelay serve
+  acrelay serve --addr 127.0.0.1:9090 --data-dir /var/lib/acrelay --public-url https://relay.example
+  ACRELAY_DATABASE_URL=postgres://acrelay@db/acrelay acrelay serve`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runServe(cmd.Context(), cfg, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	addStoreFlags(cmd, &cfg.storeConfig)
+	fs.StringVar(&cfg.Addr, "addr", envOr("ACRELAY_ADDR", "127.0.0.1:8080"), "listen address (ACRELAY_ADDR)")
+	fs.StringVar(&cfg.PublicURL, "public-url", envOr("ACRELAY_PUBLIC_URL", ""), "absolute base URL for links and topics (ACRELAY_PUBLIC_URL; default http://<addr>)")
+	fs.StringVar(&cfg.LogFormat, "log-format", envOr("ACRELAY_LOG_FORMAT", "text"), "log format: text or json (ACRELAY_LOG_FORMAT)")
+	fs.StringVar(&cfg.LogLevel, "log-level", envOr("ACRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ACRELAY_LOG_LEVEL)")
+	cfg.OperatorToken = secretFromEnv("ACRELAY_OPERATOR_TOKEN")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newServeCmd()) }
+
+// secretFromEnv reads NAME or, when unset, the file named by NAME_FILE.
+func secretFromEnv(name string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	if f := os.Getenv(name + "_FILE"); f != "" {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json")
+}
+
+func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
+	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	st, err := openStore(ctx, cfg.storeConfig, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	boot, err := registry.FirstStart(ctx, st, cfg.OperatorToken != "")
+	if err != nil {
+		return fmt.Errorf("first start: %w", err)
+	}
+	opHash, err := registry.OperatorHash(ctx, st, cfg.OperatorToken)
+	if err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	public := strings.TrimRight(cfg.PublicURL, "/")
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	if boot != nil {
+		printBootstrap(out, boot, public)
+	}
+
+	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger})
+	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	logger.Info("relay listening", "addr", ln.Addr().String(), "public_url", public, "store", cfg.describe())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("shutdown", "err", err)
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
+	fmt.Fprintf(out, "acrelay: first start — created a default project. These tokens are shown ONCE; store them now.\n")
+	fmt.Fprintf(out, "  project_id:     %s\n", b.ProjectID)
+	fmt.Fprintf(out, "  project token:  %s   (scopes: read, append, admin)\n", b.ProjectToken)
+	if b.OperatorToken != "" {
+		fmt.Fprintf(out, "  operator token: %s   (server-wide: creates projects)\n", b.OperatorToken)
+	}
+	fmt.Fprintf(out, "  try: acrelay demo --url %s --token <project token>\n", public)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/sqlite"
+)
+
+// storeConfig selects the store: PostgreSQL when DatabaseURL is set, else
+// SQLite under DataDir.
+type storeConfig struct {
+	DataDir     string
+	DatabaseURL string
+}
+
+func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
+	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
+	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
+}
+
+func (c storeConfig) describe() string {
+	if c.DatabaseURL != "" {
+		return "postgres"
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "acrelay.db")
+}
+
+// postgresOpener is set by storeopen_postgres.go once that store exists.
+var postgresOpener func(ctx context.Context, url string, logger *slog.Logger) (store.Store, error)
+
+func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.Store, error) {
+	if c.DatabaseURL != "" {
+		if postgresOpener == nil {
+			return nil, fmt.Errorf("--database-url: the PostgreSQL store is not built into this binary")
+		}
+		return postgresOpener(ctx, c.DatabaseURL, logger)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store: %w", err)
+	}
+	return db, nil
+}

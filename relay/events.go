@@ -1,0 +1,421 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/acrelay/acrelay/atom"
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// receiptJSON is the unsigned receipt of spec §7.
+type receiptJSON struct {
+	ReceivedSeq string `json:"received_seq"`
+	ReceivedAt  string `json:"received_at"`
+}
+
+// recordJSON is one record of GET /events (spec §9).
+type recordJSON struct {
+	Event          jsontext.Value `json:"event"`
+	Receipt        receiptJSON    `json:"receipt"`
+	MissingParents []string       `json:"missing_parents"`
+	LineageStatus  string         `json:"lineage_status"`
+}
+
+type warningJSON struct {
+	Code     string   `json:"code"`
+	Detail   string   `json:"detail"`
+	EventIDs []string `json:"event_ids,omitempty"`
+	Paths    []string `json:"paths,omitempty"`
+}
+
+// appendJSON is the POST answer (spec §9).
+type appendJSON struct {
+	Event          jsontext.Value `json:"event"`
+	Receipt        receiptJSON    `json:"receipt"`
+	MissingParents []string       `json:"missing_parents"`
+	LineageStatus  string         `json:"lineage_status"`
+	Warnings       []warningJSON  `json:"warnings"`
+}
+
+type pageJSON struct {
+	After     *string `json:"after"`
+	NextAfter *string `json:"next_after"`
+	HasMore   bool    `json:"has_more"`
+}
+
+type eventsJSON struct {
+	Protocol string       `json:"protocol"`
+	Scope    string       `json:"scope"`
+	Events   []recordJSON `json:"events"`
+	Page     pageJSON     `json:"page"`
+}
+
+func receiptOf(rec store.Record) receiptJSON {
+	return receiptJSON{
+		ReceivedSeq: strconv.FormatInt(rec.ReceivedSeq, 10),
+		ReceivedAt:  correspondence.FormatTimestamp(rec.ReceivedAt),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func recordOf(rec store.Record) recordJSON {
+	return recordJSON{
+		Event:          jsontext.Value(rec.Event),
+		Receipt:        receiptOf(rec),
+		MissingParents: nonNil(rec.MissingParents),
+		LineageStatus:  string(rec.LineageStatus),
+	}
+}
+
+// RecordJSON returns the immutable RFC 8785 bytes of {event, receipt}: the
+// Atom entry content and courier payload. rec.Event is already canonical,
+// and "event" < "receipt", "received_at" < "received_seq" in UTF-16 order.
+func RecordJSON(rec store.Record) []byte {
+	r := receiptOf(rec)
+	b := make([]byte, 0, len(rec.Event)+96)
+	b = append(b, `{"event":`...)
+	b = append(b, rec.Event...)
+	b = append(b, `,"receipt":{"received_at":"`...)
+	b = append(b, r.ReceivedAt...)
+	b = append(b, `","received_seq":"`...)
+	b = append(b, r.ReceivedSeq...)
+	b = append(b, `"}}`...)
+	return b
+}
+
+// handleEventsPost appends one signed event (spec §3, §6, §7, §9).
+func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, store.ScopeAppend); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+		s.writeError(w, r, errUnsupportedType)
+		return
+	}
+	raw, err := readBody(w, r, MaxEventBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ev, err := correspondence.ParseEvent(raw)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ev.ProjectID != p.ProjectID {
+		s.writeError(w, r, errf(http.StatusForbidden, "project_mismatch", "project_id is not the project of the bearer token"))
+		return
+	}
+	if err := s.verifySender(r, ev); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	canonical, err := ev.CanonicalJSON()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.st.Append(r.Context(), ev, canonical)
+	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, r.Context().Err()) {
+			err = errAppendUnavailable
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if res.Created && s.cfg.Notify != nil {
+		s.cfg.Notify(p.ProjectID, res.Record.ReceivedSeq)
+	}
+	out := appendJSON{
+		Event:          jsontext.Value(res.Record.Event),
+		Receipt:        receiptOf(res.Record),
+		MissingParents: nonNil(res.Record.MissingParents),
+		LineageStatus:  string(res.Record.LineageStatus),
+		Warnings:       []warningJSON{},
+	}
+	for i, wn := range res.Warnings {
+		if i == 16 { // spec §9: at most 16 warnings
+			break
+		}
+		out.Warnings = append(out.Warnings, warningJSON{Code: wn.Code, Detail: wn.Detail, EventIDs: wn.EventIDs, Paths: wn.Paths})
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	s.setCorrespondenceHeaders(w, r, ev.RepositoryID, ev.ThreadID, linkSet{
+		self: s.publicBase(r) + "/v1/correspondence/events?" + repoQuery(ev.RepositoryID, ev.ThreadID), selfType: mediaVendorJSON,
+	})
+	s.writeJSON(w, r, status, mediaVendorJSON, out)
+}
+
+// verifySender checks the signing key and identity are active in the
+// bearer's project and that the signature and event id verify (spec §6).
+// The store re-checks activity inside the append transaction.
+func (s *Server) verifySender(r *http.Request, ev *correspondence.Event) error {
+	notActive := errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
+	key, err := s.st.GetKey(r.Context(), ev.Sender.SigningKeyID)
+	if err != nil {
+		if isNotFound(err) {
+			return notActive
+		}
+		return err
+	}
+	if key.ProjectID != ev.ProjectID || key.IdentityID != ev.Sender.IdentityID || key.Status != store.StatusActive {
+		return notActive
+	}
+	ident, err := s.st.GetIdentity(r.Context(), ev.Sender.IdentityID)
+	if err != nil {
+		if isNotFound(err) {
+			return notActive
+		}
+		return err
+	}
+	if ident.ProjectID != ev.ProjectID || ident.Status != store.StatusActive {
+		return notActive
+	}
+	pub, err := correspondence.DecodePublicKey(key.PublicKey)
+	if err != nil {
+		return notActive
+	}
+	return ev.Verify(pub)
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// readBody reads at most limit bytes of the request body, refusing larger
+// bodies while reading (413) rather than after, under a read deadline.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, errf(http.StatusBadRequest, "body_unreadable", "the request body could not be read")
+	}
+	if n > limit {
+		return nil, errBodyTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// readQuery parses the query string, refusing unknown and repeated
+// parameters (400) so that typos never silently widen a read.
+func readQuery(r *http.Request, allowed ...string) (map[string]string, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errf(http.StatusBadRequest, "query_invalid", "the query string is malformed")
+	}
+	out := make(map[string]string, len(vals))
+	for k, v := range vals {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return nil, errf(http.StatusBadRequest, "query_parameter_unknown", "unknown query parameter").withHint("allowed: " + joinComma(allowed))
+		}
+		if len(v) != 1 {
+			return nil, errf(http.StatusBadRequest, "query_parameter_repeated", "a query parameter is repeated")
+		}
+		out[k] = v[0]
+	}
+	return out, nil
+}
+
+func joinComma(ss []string) string {
+	var b bytes.Buffer
+	for i, s := range ss {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// repoSelection reads and validates repository_id (required) and thread_id.
+func repoSelection(q map[string]string) (repo, thread string, err error) {
+	repo, ok := q["repository_id"]
+	if !ok {
+		return "", "", errf(http.StatusBadRequest, "repository_id_required", "repository_id is required on reads")
+	}
+	if !correspondence.ValidOpaqueID(repo) {
+		return "", "", errf(http.StatusBadRequest, "repository_id_invalid", "repository_id is not a valid opaque id")
+	}
+	if t, ok := q["thread_id"]; ok {
+		if !correspondence.ValidOpaqueID(t) {
+			return "", "", errf(http.StatusBadRequest, "thread_id_invalid", "thread_id is not a valid opaque id")
+		}
+		thread = t
+	}
+	return repo, thread, nil
+}
+
+// parseSeq parses a received_seq cursor: a decimal string, no sign, no
+// leading zero, at most 2^63-1.
+func parseSeq(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// handleEventsGet serves a page of records in one of three representations
+// (spec §9). fixed, when non-empty, pins the media type (the .atom/.json
+// topic URLs).
+func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed string) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, store.ScopeRead); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := readQuery(r, "repository_id", "thread_id", "after", "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	repo, thread, err := repoSelection(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var after int64
+	var afterStr *string
+	if a, ok := q["after"]; ok {
+		n, ok := parseSeq(a)
+		if !ok {
+			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be a received_seq: a decimal string without leading zeros"))
+			return
+		}
+		after, afterStr = n, &a
+	}
+	limit := 100
+	if l, ok := q["limit"]; ok {
+		n, ok := parseSeq(l)
+		if !ok || n < 1 || n > 200 {
+			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
+			return
+		}
+		limit = int(n)
+	}
+	media := fixed
+	if media == "" {
+		var ok bool
+		if media, ok = negotiate(r, offersEvents); !ok {
+			s.writeError(w, r, errNotAcceptable)
+			return
+		}
+	}
+	page, err := s.st.Events(r.Context(), store.EventQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread, After: after, Limit: limit})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	base := s.publicBase(r)
+	sel := repoQuery(repo, thread)
+	jsonURL := base + "/v1/correspondence/events?" + sel
+	atomURL := base + "/v1/correspondence/events.atom?" + sel
+	self := base + r.URL.Path
+	if r.URL.RawQuery != "" {
+		self += "?" + r.URL.RawQuery
+	}
+	nextAfter := afterStr
+	if n := len(page.Records); n > 0 {
+		v := strconv.FormatInt(page.Records[n-1].ReceivedSeq, 10)
+		nextAfter = &v
+	}
+	ls := linkSet{self: self, selfType: media}
+	if page.HasMore && nextAfter != nil {
+		nq := url.Values{}
+		nq.Set("repository_id", repo)
+		if thread != "" {
+			nq.Set("thread_id", thread)
+		}
+		nq.Set("after", *nextAfter)
+		if _, ok := q["limit"]; ok {
+			nq.Set("limit", q["limit"])
+		}
+		ls.next = base + r.URL.Path + "?" + nq.Encode()
+	}
+	if media == mediaAtom {
+		ls.alternate, ls.alternateType = jsonURL, mediaVendorJSON
+	} else {
+		ls.alternate, ls.alternateType = atomURL, mediaAtom
+	}
+	s.setCorrespondenceHeaders(w, r, repo, thread, ls)
+
+	var body []byte
+	if media == mediaAtom {
+		body = s.renderAtom(r, page, repo, thread, self, jsonURL, ls.next)
+	} else {
+		out := eventsJSON{Protocol: correspondence.Protocol, Scope: "project_private", Events: make([]recordJSON, 0, len(page.Records)),
+			Page: pageJSON{After: afterStr, NextAfter: nextAfter, HasMore: page.HasMore}}
+		for _, rec := range page.Records {
+			out.Events = append(out.Events, recordOf(rec))
+		}
+		body, err = marshalJSON(out)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.writeRepresentation(w, r, media, body)
+}
+
+func (s *Server) renderAtom(r *http.Request, page store.EventPage, repo, thread, self, jsonURL, next string) []byte {
+	f := atom.Feed{
+		ID:      jsonURL,
+		Title:   "agent-correspondence " + repo,
+		Updated: time.Unix(0, 0).UTC(),
+		Links: []atom.Link{
+			{Rel: "self", Type: mediaAtom, Href: self},
+			{Rel: "alternate", Type: mediaVendorJSON, Href: jsonURL},
+		},
+		LinkTemplate: &atom.LinkTemplate{Template: s.wakeTemplate(r), Rel: relLive, Type: "text/event-stream"},
+	}
+	if thread != "" {
+		f.Title += " / " + thread
+	}
+	if next != "" {
+		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: next})
+	}
+	for _, rec := range page.Records {
+		f.Entries = append(f.Entries, atom.Entry{
+			EventID: rec.EventID, Kind: string(rec.Kind), RepositoryID: rec.RepositoryID, ThreadID: rec.ThreadID,
+			ReceivedAt: rec.ReceivedAt, Record: RecordJSON(rec),
+		})
+		if rec.ReceivedAt.After(f.Updated) {
+			f.Updated = rec.ReceivedAt
+		}
+	}
+	return atom.Render(f)
+}

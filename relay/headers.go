@@ -1,0 +1,126 @@
+package relay
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// Link relations of spec §9.
+const (
+	relVoice        = "https://agenttool.dev/rels/correspondence-voice"
+	relActiveClaims = "https://agenttool.dev/rels/active-claims"
+	relLive         = "https://agenttool.dev/rels/correspondence-live"
+)
+
+// wakeTemplate is the RFC 6570 template of the wake stream (spec §9).
+func (s *Server) wakeTemplate(r *http.Request) string {
+	return s.publicBase(r) + "/v1/wake/voice?identity_id={identity_id}&keys=correspondence"
+}
+
+// repoQuery is the repository_id / thread_id selection shared by the links.
+func repoQuery(repositoryID, threadID string) string {
+	v := url.Values{}
+	v.Set("repository_id", repositoryID)
+	if threadID != "" {
+		v.Set("thread_id", threadID)
+	}
+	return v.Encode()
+}
+
+type linkSet struct {
+	self, selfType           string
+	alternate, alternateType string
+	next                     string
+}
+
+// setCorrespondenceHeaders writes the headers every correspondence response
+// carries: Link (self, alternate, voice, active-claims[, next]),
+// Link-Template (live wake stream, RFC 9652 structured field), Vary and
+// Cache-Control.
+func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request, repositoryID, threadID string, ls linkSet) {
+	base := s.publicBase(r)
+	q := repoQuery(repositoryID, threadID)
+	h := w.Header()
+	var links []string
+	add := func(href, rel, typ string) {
+		l := "<" + href + `>; rel="` + rel + `"`
+		if typ != "" {
+			l += `; type="` + typ + `"`
+		}
+		links = append(links, l)
+	}
+	if ls.self != "" {
+		add(ls.self, "self", ls.selfType)
+	}
+	if ls.alternate != "" {
+		add(ls.alternate, "alternate", ls.alternateType)
+	}
+	if ls.next != "" {
+		add(ls.next, "next", ls.selfType)
+	}
+	add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
+	add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
+	h.Set("Link", strings.Join(links, ", "))
+	h.Set("Link-Template", s.linkTemplateField(r))
+	h.Set("Vary", "Accept, Authorization")
+	h.Set("Cache-Control", "private")
+}
+
+// linkTemplateField serializes the live template as an RFC 9652
+// Link-Template structured-field list.
+func (s *Server) linkTemplateField(r *http.Request) string {
+	item := httpsfv.NewItem(s.wakeTemplate(r))
+	item.Params.Add("rel", relLive)
+	item.Params.Add("type", "text/event-stream")
+	v, err := httpsfv.Marshal(httpsfv.List{item})
+	if err != nil { // only for strings outside printable ASCII
+		return ""
+	}
+	return v
+}
+
+// etagOf is a strong validator over the exact bytes.
+func etagOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return `"` + base64.RawURLEncoding.EncodeToString(sum[:24]) + `"`
+}
+
+// ifNoneMatch applies the weak comparison of RFC 9110 §13.1.2 to the
+// If-None-Match list: true when any member (or *) matches etag.
+func ifNoneMatch(r *http.Request, etag string) bool {
+	vals := r.Header.Values("If-None-Match")
+	if len(vals) == 0 {
+		return false
+	}
+	opaque := strings.TrimPrefix(etag, "W/")
+	for _, v := range vals {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" {
+				return true
+			}
+			if strings.TrimPrefix(t, "W/") == opaque {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeRepresentation ends a GET/HEAD with body under a strong ETag,
+// answering 304 with no body when If-None-Match matches.
+func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, mediaType string, body []byte) {
+	etag := etagOf(body)
+	w.Header().Set("ETag", etag)
+	if ifNoneMatch(r, etag) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	s.writeBytes(w, r, http.StatusOK, mediaType, body)
+}

@@ -1,0 +1,69 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gorilla/mux"
+)
+
+// Handler returns the relay's routes. Every route but /healthz needs a
+// bearer token; every correspondence route acts on the bearer's project.
+func (s *Server) Handler() http.Handler {
+	m := mux.NewRouter()
+	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNotFound) })
+	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errf(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this resource"))
+	})
+	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
+
+	api := m.NewRoute().Subrouter()
+	api.Use(s.authMiddleware)
+
+	// Correspondence (spec §9).
+	api.HandleFunc("/v1/correspondence/events", s.handleEventsPost).Methods("POST")
+	api.HandleFunc("/v1/correspondence/events", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, "") }).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/correspondence/events.atom", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaAtom) }).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/correspondence/events.json", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD")
+	s.routesExtra(api)
+
+	// Registry (spec §10).
+	api.HandleFunc("/v1/whoami", s.handleWhoami).Methods("GET")
+	api.HandleFunc("/v1/admin/projects", s.handleProjectCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/projects/{project_id}/identities", s.handleIdentityCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/projects/{project_id}/tokens", s.handleTokenCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/identities/{identity_id}/keys", s.handleKeyAdd).Methods("POST")
+	api.HandleFunc("/v1/admin/identities/{identity_id}/deactivate", s.handleIdentityDeactivate).Methods("POST")
+	api.HandleFunc("/v1/admin/keys/{signing_key_id}/revoke", s.handleKeyRevoke).Methods("POST")
+	api.HandleFunc("/v1/admin/tokens/{token_id}", s.handleTokenRevoke).Methods("DELETE")
+	return m
+}
+
+// routesExtra is where later surfaces (claims, voice, wake, envelopes,
+// handoffs) register; see extra_*.go.
+var extraRoutes []func(s *Server, r *mux.Router)
+
+func (s *Server) routesExtra(r *mux.Router) {
+	for _, f := range extraRoutes {
+		f(s, r)
+	}
+}
+
+func (s *Server) authMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.st.Head(r.Context(), "00000000-0000-0000-0000-000000000000"); err != nil {
+		s.writeError(w, r, errUnavailable)
+		return
+	}
+	s.writeBytes(w, r, http.StatusOK, "text/plain; charset=utf-8", []byte("ok\n"))
+}

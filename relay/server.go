@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/acrelay/acrelay/internal/token"
+	"github.com/acrelay/acrelay/store"
+)
+
+// MaxEventBytes is the raw POST body cap of spec §3 (413 body_too_large).
+const MaxEventBytes = 65536
+
+// Config holds what a Server needs. cmd/acrelay builds it from flags.
+type Config struct {
+	// PublicURL is the absolute base for links and topics, without a
+	// trailing slash, e.g. "http://127.0.0.1:8080".
+	PublicURL string
+	// OperatorTokenHash is SHA-256 of the server-wide operator token
+	// (creates projects, administers any project). Nil disables it.
+	OperatorTokenHash []byte
+	// OperatorToken, when set and OperatorTokenHash is nil, is hashed by New.
+	OperatorToken string
+	Logger        *slog.Logger
+	// Notify is called after every committed new append, outside the
+	// request's transaction (spec §9 wake fan-out; couriers). May be nil.
+	Notify func(projectID string, receivedSeq int64)
+}
+
+// Server serves the HTTP surface over one store.
+type Server struct {
+	st     store.Store
+	cfg    Config
+	log    *slog.Logger
+	public string
+}
+
+// New returns a Server over st. It starts no goroutines.
+func New(st store.Store, cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OperatorTokenHash == nil && cfg.OperatorToken != "" {
+		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
+	}
+	return &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/")}
+}
+
+// HTTPServer returns an *http.Server for h with acrelay's timeouts: a
+// bounded header read and idle time, and no whole-request read or write
+// timeout, which would kill long-lived SSE streams (handlers that read
+// bodies set their own read deadline).
+func HTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// bodyReadTimeout bounds how long a client may take to send a request body.
+const bodyReadTimeout = 30 * time.Second
+
+func (s *Server) publicBase(r *http.Request) string {
+	if s.public != "" {
+		return s.public
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// writeJSON ends a request with v as JSON of the given media type, a strong
+// ETag, and no body for HEAD.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType string, v any) {
+	b, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "encode response", "err", err)
+		http.Error(w, `{"error":"internal_error","message":"internal error"}`, http.StatusInternalServerError)
+		return
+	}
+	s.writeBytes(w, r, status, mediaType, b)
+}
+
+func (s *Server) writeBytes(w http.ResponseWriter, r *http.Request, status int, mediaType string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", mediaType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+	}
+}
+
+// ctxKey is the type of request-scoped context keys.
+type ctxKey int
+
+const principalKey ctxKey = 1
+
+// principal is who a request's bearer token speaks for.
+type principal struct {
+	Operator  bool
+	ProjectID string
+	TokenID   string
+	Scopes    []string
+}
+
+func (p principal) has(scope string) bool {
+	if p.Operator {
+		return true
+	}
+	for _, s := range p.Scopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+func principalFrom(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey).(principal)
+	return p
+}
+
+// authenticate resolves the bearer token. Unknown, revoked or malformed
+// tokens are all 401 with one message, so nothing is learned from the
+// difference.
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	authz := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(authz, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return principal{}, errUnauthorized
+	}
+	tok = strings.TrimSpace(tok)
+	if s.cfg.OperatorTokenHash != nil && token.Matches(tok, s.cfg.OperatorTokenHash) {
+		return principal{Operator: true}, nil
+	}
+	id, err := token.ID(tok)
+	if err != nil {
+		return principal{}, errUnauthorized
+	}
+	t, err := s.st.GetToken(r.Context(), id)
+	if err != nil {
+		if isNotFound(err) {
+			token.Matches(tok, make([]byte, 32)) // same work as a found token
+			return principal{}, errUnauthorized
+		}
+		return principal{}, err
+	}
+	if !token.Matches(tok, t.Hash) || t.Revoked {
+		return principal{}, errUnauthorized
+	}
+	return principal{ProjectID: t.ProjectID, TokenID: t.ID, Scopes: t.Scopes}, nil
+}
+
+// requireProject checks that the request carries a project token with the
+// scope; correspondence routes always act on the bearer's own project.
+func requireProject(p principal, scope string) error {
+	if p.Operator {
+		return errProjectToken
+	}
+	if !p.has(scope) {
+		return errScope
+	}
+	return nil
+}
+
+// requireAdminOf checks that the request may administer projectID: the
+// operator token, or a token of that project with the admin scope. A token
+// of another project learns nothing: 404.
+func requireAdminOf(p principal, projectID string) error {
+	if p.Operator {
+		return nil
+	}
+	if p.ProjectID != projectID {
+		return errNotFound
+	}
+	if !p.has("admin") {
+		return errScope
+	}
+	return nil
+}
+
+func marshalJSON(v any) ([]byte, error) {
+	return json.Marshal(v, json.Deterministic(true))
+}
