@@ -297,17 +297,23 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType 
 	}
 }
 
-// retryableErr: network errors and retryable statuses; never a
-// malformed answer or a 4xx refusal.
+// transientError marks a failure of the transport (connection refused,
+// reset, timeout, a body cut short): the same request may succeed later.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// retryableErr: transport failures and retryable statuses only; never a
+// refusal, a malformed answer or a record that fails verification.
 func retryableErr(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Retryable()
 	}
-	return !errors.Is(err, ErrMalformedRecord) && !errors.Is(err, errNotRetryable)
+	var te *transientError
+	return errors.As(err, &te)
 }
-
-var errNotRetryable = errors.New("not retryable")
 
 func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, contentType string, payload []byte) (*http.Request, error) {
 	var rd io.Reader
@@ -316,7 +322,7 @@ func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, cont
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotRetryable, err)
+		return nil, fmt.Errorf("new request: %w", err)
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -342,12 +348,12 @@ func (c *Client) once(ctx context.Context, method string, u *url.URL, contentTyp
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s %s: %w", method, u.Path, err)
+		return nil, 0, &transientError{fmt.Errorf("%s %s: %w", method, u.Path, err)}
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s %s: read body: %w", method, u.Path, err)
+		return nil, 0, &transientError{fmt.Errorf("%s %s: read body: %w", method, u.Path, err)}
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return nil, retryAfterOf(res.Header), apiError(res.StatusCode, body)

@@ -93,16 +93,7 @@ type follower struct {
 }
 
 // fatal reports an error that retrying cannot cure.
-func fatal(err error) bool {
-	if errors.Is(err, errStopped) {
-		return true
-	}
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return !ae.Retryable()
-	}
-	return !retryableErr(err)
-}
+func fatal(err error) bool { return !retryableErr(err) }
 
 func (f *follower) run(ctx context.Context) error {
 	live, err := f.liveURL(ctx)
@@ -111,6 +102,7 @@ func (f *follower) run(ctx context.Context) error {
 	}
 	attempt := 0
 	for {
+		start := time.Now()
 		err := f.session(ctx, live)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,8 +110,8 @@ func (f *follower) run(ctx context.Context) error {
 		if err != nil && fatal(err) {
 			return err
 		}
-		if err == nil {
-			attempt = 0 // the stream ended cleanly after working: start over gently
+		if time.Since(start) > 30*time.Second {
+			attempt = 0 // the stream worked for a while: start backing off afresh
 		}
 		d := f.c.Retry.delay(attempt, f.retryDelay)
 		attempt++
@@ -184,9 +176,9 @@ func (f *follower) session(ctx context.Context, live string) error {
 			if err == nil || errors.Is(err, io.EOF) {
 				return nil
 			}
-			return fmt.Errorf("wake stream: %w", err)
+			return &transientError{fmt.Errorf("wake stream: %w", err)}
 		case <-idle.C:
-			return errors.New("wake stream silent past the idle timeout")
+			return &transientError{errors.New("wake stream silent past the idle timeout")}
 		case <-resync:
 			if err := f.replay(ctx); err != nil {
 				return err
@@ -218,7 +210,7 @@ func (f *follower) session(ctx context.Context, live string) error {
 func (f *follower) connect(ctx context.Context, live string) (io.ReadCloser, error) {
 	u, err := url.Parse(live)
 	if err != nil {
-		return nil, fmt.Errorf("%w: live url: %w", errNotRetryable, err)
+		return nil, fmt.Errorf("live url: %w", err)
 	}
 	req, err := f.c.newRequest(ctx, http.MethodGet, u, "", nil)
 	if err != nil {
@@ -235,7 +227,7 @@ func (f *follower) connect(ctx context.Context, live string) (io.ReadCloser, err
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("wake stream: %w", err)
+		return nil, &transientError{fmt.Errorf("wake stream: %w", err)}
 	}
 	if res.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
@@ -245,7 +237,7 @@ func (f *follower) connect(ctx context.Context, live string) (io.ReadCloser, err
 	}
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), MediaTypeSSE) {
 		res.Body.Close()
-		return nil, fmt.Errorf("%w: wake stream served %q", errNotRetryable, ct)
+		return nil, fmt.Errorf("%w: wake stream served %q", ErrMalformedRecord, ct)
 	}
 	return res.Body, nil
 }
