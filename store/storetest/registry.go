@@ -1,0 +1,175 @@
+package storetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"slices"
+	"testing"
+
+	"github.com/acrelay/acrelay/store"
+)
+
+func testProjects(t *testing.T, s store.Store) {
+	if n := must[int](t, "count")(s.CountProjects(ctx)); n != 0 {
+		t.Fatalf("fresh store has %d projects", n)
+	}
+	id := NewUUID()
+	p := must[store.Project](t, "create")(s.CreateProject(ctx, id))
+	if p.ID != id {
+		t.Fatalf("id = %q", p.ID)
+	}
+	checkDBTime(t, "created_at", p.CreatedAt)
+	_, err := s.CreateProject(ctx, id)
+	wantErr(t, "duplicate project", err, store.ErrExists)
+	got := must[store.Project](t, "get")(s.GetProject(ctx, id))
+	if got != p {
+		t.Fatalf("get = %+v, want %+v", got, p)
+	}
+	_, err = s.GetProject(ctx, NewUUID())
+	wantErr(t, "unknown project", err, store.ErrNotFound)
+	must[store.Project](t, "create 2")(s.CreateProject(ctx, NewUUID()))
+	if n := must[int](t, "count")(s.CountProjects(ctx)); n != 2 {
+		t.Fatalf("count = %d, want 2", n)
+	}
+	seq, at, err := s.Head(ctx, id)
+	if err != nil || seq != 0 || !at.IsZero() {
+		t.Fatalf("head of empty = %d %v %v", seq, at, err)
+	}
+	_, _, err = s.Head(ctx, NewUUID())
+	wantErr(t, "head of unknown project", err, store.ErrNotFound)
+}
+
+func testIdentities(t *testing.T, s store.Store) {
+	pid := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	_, err := s.CreateIdentity(ctx, store.Identity{ID: NewUUID(), ProjectID: NewUUID(), DisplayName: "x"})
+	wantErr(t, "identity of unknown project", err, store.ErrNotFound)
+
+	ids := []string{
+		"00000000-0000-4000-8000-000000000003",
+		"00000000-0000-4000-8000-000000000001",
+		"00000000-0000-4000-8000-000000000005",
+		"00000000-0000-4000-8000-000000000002",
+		"00000000-0000-4000-8000-000000000004",
+	}
+	for _, id := range ids {
+		got := must[store.Identity](t, "create identity")(s.CreateIdentity(ctx, store.Identity{ID: id, ProjectID: pid, DisplayName: "name " + id[len(id)-1:]}))
+		if got.Status != store.StatusActive || got.ProjectID != pid || got.DisplayName != "name "+id[len(id)-1:] {
+			t.Fatalf("created %+v", got)
+		}
+		checkDBTime(t, "identity created_at", got.CreatedAt)
+	}
+	_, err = s.CreateIdentity(ctx, store.Identity{ID: ids[0], ProjectID: pid, DisplayName: "again"})
+	wantErr(t, "duplicate identity", err, store.ErrExists)
+
+	first := must[store.Identity](t, "get")(s.GetIdentity(ctx, ids[1]))
+	deact := must[store.Identity](t, "deactivate")(s.DeactivateIdentity(ctx, ids[1]))
+	want := first
+	want.Status = store.StatusInactive
+	if deact != want {
+		t.Fatalf("deactivated = %+v, want %+v", deact, want)
+	}
+	if got := must[store.Identity](t, "get")(s.GetIdentity(ctx, ids[1])); got != want {
+		t.Fatalf("get after deactivate = %+v", got)
+	}
+	_, err = s.GetIdentity(ctx, NewUUID())
+	wantErr(t, "unknown identity", err, store.ErrNotFound)
+	_, err = s.DeactivateIdentity(ctx, NewUUID())
+	wantErr(t, "deactivate unknown", err, store.ErrNotFound)
+
+	// An identity of another project never shows up.
+	other := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	must[store.Identity](t, "other")(s.CreateIdentity(ctx, store.Identity{ID: "00000000-0000-4000-8000-000000000000", ProjectID: other}))
+
+	var pages [][]string
+	after := ""
+	for {
+		page := must[[]string](t, "page")(s.ActiveIdentityIDs(ctx, pid, after, 2))
+		if len(page) == 0 {
+			break
+		}
+		pages = append(pages, page)
+		after = page[len(page)-1]
+	}
+	wantPages := [][]string{
+		{"00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000003"},
+		{"00000000-0000-4000-8000-000000000004", "00000000-0000-4000-8000-000000000005"},
+	}
+	if !slices.EqualFunc(pages, wantPages, slices.Equal) {
+		t.Fatalf("pages = %v, want %v", pages, wantPages)
+	}
+}
+
+func testKeys(t *testing.T, s store.Store) {
+	pid := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	sg := NewSigner(t, pid).Register(t, s)
+	k := must[store.SigningKey](t, "get key")(s.GetKey(ctx, sg.KeyID))
+	if k.ID != sg.KeyID || k.IdentityID != sg.IdentityID || k.ProjectID != pid || k.Status != store.StatusActive ||
+		k.PublicKey != encodePub(sg) {
+		t.Fatalf("key = %+v", k)
+	}
+	checkDBTime(t, "key created_at", k.CreatedAt)
+	_, err := s.AddKey(ctx, store.SigningKey{ID: sg.KeyID, IdentityID: sg.IdentityID, ProjectID: pid, PublicKey: k.PublicKey})
+	wantErr(t, "duplicate key", err, store.ErrExists)
+	_, err = s.AddKey(ctx, store.SigningKey{ID: NewUUID(), IdentityID: NewUUID(), ProjectID: pid, PublicKey: k.PublicKey})
+	wantErr(t, "key of unknown identity", err, store.ErrNotFound)
+	other := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	_, err = s.AddKey(ctx, store.SigningKey{ID: NewUUID(), IdentityID: sg.IdentityID, ProjectID: other, PublicKey: k.PublicKey})
+	wantErr(t, "key of an identity of another project", err, store.ErrNotFound)
+
+	rev := must[store.SigningKey](t, "revoke")(s.RevokeKey(ctx, sg.KeyID))
+	want := k
+	want.Status = store.StatusRevoked
+	if rev != want {
+		t.Fatalf("revoked = %+v, want %+v", rev, want)
+	}
+	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, sg.KeyID)); got != want {
+		t.Fatalf("get after revoke = %+v", got)
+	}
+	_, err = s.GetKey(ctx, NewUUID())
+	wantErr(t, "unknown key", err, store.ErrNotFound)
+	_, err = s.RevokeKey(ctx, NewUUID())
+	wantErr(t, "revoke unknown key", err, store.ErrNotFound)
+}
+
+func testTokens(t *testing.T, s store.Store) {
+	pid := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	sum := sha256.Sum256([]byte("acr_abcdefghijklmnopqrstuvwxyz_secret"))
+	tok := store.Token{ID: "abcdefghijklmnopqrstuvwxyz", ProjectID: pid, Scopes: []string{store.ScopeRead, store.ScopeAppend}, Hash: sum[:]}
+	created := must[store.Token](t, "create token")(s.CreateToken(ctx, tok))
+	checkDBTime(t, "token created_at", created.CreatedAt)
+	got := must[store.Token](t, "get token")(s.GetToken(ctx, tok.ID))
+	if got.ID != tok.ID || got.ProjectID != pid || !slices.Equal(got.Scopes, tok.Scopes) || !bytes.Equal(got.Hash, sum[:]) ||
+		got.Revoked || !got.CreatedAt.Equal(created.CreatedAt) {
+		t.Fatalf("token = %+v, want %+v", got, created)
+	}
+	_, err := s.CreateToken(ctx, tok)
+	wantErr(t, "duplicate token", err, store.ErrExists)
+	_, err = s.CreateToken(ctx, store.Token{ID: "other", ProjectID: NewUUID(), Scopes: []string{store.ScopeRead}, Hash: sum[:]})
+	wantErr(t, "token of unknown project", err, store.ErrNotFound)
+	if err := s.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[store.Token](t, "get")(s.GetToken(ctx, tok.ID)); !got.Revoked {
+		t.Fatal("token not revoked")
+	}
+	wantErr(t, "revoke unknown token", s.RevokeToken(ctx, "nope"), store.ErrNotFound)
+	_, err = s.GetToken(ctx, "nope")
+	wantErr(t, "unknown token", err, store.ErrNotFound)
+	admin := must[store.Token](t, "admin")(s.CreateToken(ctx, store.Token{ID: "admin", ProjectID: pid, Scopes: []string{store.ScopeAdmin}, Hash: sum[:]}))
+	if got := must[store.Token](t, "get")(s.GetToken(ctx, admin.ID)); !slices.Equal(got.Scopes, []string{store.ScopeAdmin}) {
+		t.Fatalf("scopes = %v", got.Scopes)
+	}
+}
+
+func testSettings(t *testing.T, s store.Store) {
+	_, err := s.Setting(ctx, "operator_token_hash")
+	wantErr(t, "unset setting", err, store.ErrNotFound)
+	for _, v := range []string{"one", "two"} {
+		if err := s.PutSetting(ctx, "operator_token_hash", v); err != nil {
+			t.Fatal(err)
+		}
+		if got := must[string](t, "setting")(s.Setting(ctx, "operator_token_hash")); got != v {
+			t.Fatalf("setting = %q, want %q", got, v)
+		}
+	}
+}
