@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -59,7 +60,11 @@ func Parse(data []byte) (Value, error) {
 	if !utf8.Valid(data) {
 		return Value{}, &ProfileError{Reason: ReasonInvalidUTF8, Offset: int64(firstInvalidUTF8(data)), Detail: "input is not UTF-8"}
 	}
-	p := parser{data: data, dec: jsontext.NewDecoder(bytes.NewReader(data))}
+	p := parserPool.Get().(*parser)
+	defer p.release()
+	p.data = data
+	// A *bytes.Buffer lets jsontext read data in place instead of copying it.
+	p.dec.Reset(bytes.NewBuffer(data))
 	tok, err := p.dec.ReadToken()
 	if err != nil {
 		return Value{}, p.mapErr(err)
@@ -91,9 +96,34 @@ func ParseObject(data []byte) (Value, error) {
 	return v, nil
 }
 
+// parserPool recycles decoders and member/element stacks between parses,
+// which removes most of a small document's allocations.
+var parserPool = sync.Pool{New: func() any {
+	return &parser{dec: jsontext.NewDecoder(bytes.NewBuffer(nil))}
+}}
+
+// maxPooledStack bounds the stacks a pooled parser keeps (in entries).
+const maxPooledStack = 1024
+
+// release drops every reference to the parsed document and returns p to
+// the pool.
+func (p *parser) release() {
+	p.data = nil
+	p.dec.Reset(bytes.NewBuffer(nil))
+	if cap(p.elems) > maxPooledStack || cap(p.members) > maxPooledStack {
+		return
+	}
+	clear(p.elems[:cap(p.elems)])
+	clear(p.members[:cap(p.members)])
+	p.elems, p.members = p.elems[:0], p.members[:0]
+	parserPool.Put(p)
+}
+
 type parser struct {
-	data []byte
-	dec  *jsontext.Decoder
+	data    []byte
+	dec     *jsontext.Decoder
+	elems   []Value  // stack of the open arrays' elements
+	members []Member // stack of the open objects' members
 }
 
 func (p *parser) value(tok jsontext.Token) (Value, error) {
@@ -113,29 +143,43 @@ func (p *parser) value(tok jsontext.Token) (Value, error) {
 	case '0':
 		return p.number(tok)
 	case '[':
-		var elems []Value
+		// Elements gather on a stack shared by all arrays of the document
+		// and are copied out once, exactly sized, when the array closes.
+		base := len(p.elems)
 		for {
 			t, err := p.dec.ReadToken()
 			if err != nil {
 				return Value{}, p.mapErr(err)
 			}
 			if t.Kind() == ']' {
+				var elems []Value
+				if n := len(p.elems) - base; n > 0 {
+					elems = make([]Value, n)
+					copy(elems, p.elems[base:])
+					p.elems = p.elems[:base]
+				}
 				return Value{Kind: Array, Elems: elems}, nil
 			}
 			e, err := p.value(t)
 			if err != nil {
 				return Value{}, err
 			}
-			elems = append(elems, e)
+			p.elems = append(p.elems, e)
 		}
 	case '{':
-		var members []Member
+		base := len(p.members) // same stack discipline as arrays
 		for {
 			t, err := p.dec.ReadToken()
 			if err != nil {
 				return Value{}, p.mapErr(err)
 			}
 			if t.Kind() == '}' {
+				var members []Member
+				if n := len(p.members) - base; n > 0 {
+					members = make([]Member, n)
+					copy(members, p.members[base:])
+					p.members = p.members[:base]
+				}
 				return Value{Kind: Object, Members: members}, nil
 			}
 			name := t.String()
@@ -150,7 +194,7 @@ func (p *parser) value(tok jsontext.Token) (Value, error) {
 			if err != nil {
 				return Value{}, err
 			}
-			members = append(members, Member{Name: name, Value: e})
+			p.members = append(p.members, Member{Name: name, Value: e})
 		}
 	}
 	return Value{}, &ProfileError{Reason: ReasonInvalidJSON, Offset: p.dec.InputOffset()}

@@ -1,6 +1,7 @@
 package correspondence
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -183,6 +184,26 @@ func (e *Event) CanonicalJSON() ([]byte, error) {
 	return canonicaljson.AppendCanonical(make([]byte, 0, 1024), e.Value())
 }
 
+// threadIDMember starts the last member of every core_jcs: "thread_id"
+// sorts after every other top-level name of spec §3, "signature" included.
+var threadIDMember = []byte(`,"thread_id":`)
+
+// appendSignedFromCore appends JCS(signed) built from JCS(core) without a
+// second canonicalization (spec §6): the signature member is spliced in
+// before thread_id, where RFC 8785 ordering puts it. The last occurrence
+// of ,"thread_id": is the top-level one: it follows every nested member
+// in the canonical bytes, and inside a JSON string every quote is escaped,
+// so the pattern cannot occur there. sig is unpadded base64url, so it
+// needs no escaping.
+func appendSignedFromCore(dst, core []byte, sig string) []byte {
+	k := bytes.LastIndex(core, threadIDMember)
+	dst = append(dst, core[:k]...)
+	dst = append(dst, `,"signature":{"algorithm":"`+SignatureAlgorithm+`","value_b64url":"`...)
+	dst = append(dst, sig...)
+	dst = append(dst, `"}`...)
+	return append(dst, core[k:]...)
+}
+
 // signingDomain is UTF8("agent-correspondence/v0.1") || 0x00 (spec §6).
 var signingDomain = append([]byte(Protocol), 0)
 
@@ -216,11 +237,7 @@ func (e *Event) Sign(priv ed25519.PrivateKey) error {
 	}
 	d := SigningDigest(core)
 	e.Signature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, d[:]))
-	signed, err := e.SignedJCS()
-	if err != nil {
-		return fmt.Errorf("sign: %w", err)
-	}
-	e.ID = EventIDOf(signed)
+	e.ID = EventIDOf(appendSignedFromCore(make([]byte, 0, len(core)+160), core, e.Signature))
 	return nil
 }
 
@@ -272,10 +289,7 @@ func (e *Event) Verify(pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d[:], sig) {
 		return ErrSignatureInvalid
 	}
-	signed, err := canonicaljson.AppendCanonicalWithout(core[:0], v, "event_id")
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
+	signed := appendSignedFromCore(make([]byte, 0, len(core)+160), core, e.Signature)
 	if EventIDOf(signed) != e.ID {
 		return ErrEventIDMismatch
 	}

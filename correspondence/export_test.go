@@ -1,0 +1,5 @@
+package correspondence
+
+// AppendSignedFromCore exposes appendSignedFromCore to the external tests
+// and benchmarks.
+var AppendSignedFromCore = appendSignedFromCore
