@@ -91,7 +91,7 @@ func EntryBytes(e Entry) []byte {
 	element(&b, "    ", "id", e.EventID)
 	element(&b, "    ", "title", "["+e.Kind+"] "+e.RepositoryID+" / "+e.ThreadID)
 	element(&b, "    ", "updated", e.ReceivedAt.UTC().Format(TimeFormat))
-	b.WriteString(`    <content type="application/json">`)
+	b.WriteString(`    <content type="text">`)
 	jsonText(&b, e.Record)
 	b.WriteString("</content>\n")
 	b.WriteString("  </entry>\n")

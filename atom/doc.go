@@ -9,6 +9,12 @@
 // <at:link-template> in namespace https://agenttool.dev/ns/correspondence,
 // because a URI template is not an Atom link target.
 //
+// The content element has type="text": RFC 4287 §4.1.3.3 requires Base64
+// for any type that is neither text/*, "text", "html", "xhtml" nor XML, so
+// application/json would have to be Base64 and unreadable to people; as a
+// text construct the JSON stays readable and every feed reader decodes it
+// to the exact JSON characters.
+//
 // XML 1.0 cannot hold U+FFFE, U+FFFF (nor controls, which RFC 8785 already
 // escapes): inside the JSON content they are written as JSON \u escapes, so
 // the content is still exactly the same JSON value and the document stays
