@@ -739,8 +739,10 @@ func (c *Client) Discover(ctx context.Context, repositoryID, threadID string) (L
 	return resp.links, nil
 }
 
-// Whoami is the bearer's own description (GET /v1/whoami).
+// Whoami is the bearer's own description (GET /v1/whoami). ProjectID and
+// TokenID are "" for the server-wide operator token (Operator true).
 type Whoami struct {
+	Operator  bool     `json:"operator"`
 	ProjectID string   `json:"project_id"`
 	TokenID   string   `json:"token_id"`
 	Scopes    []string `json:"scopes"`

@@ -1,0 +1,134 @@
+package main
+
+// Shared flags and helpers of the agent commands (keygen, sign, post,
+// events, follow, claims, voice, demo): relay URL and token, the signer's
+// key and sender ids, the keyring that verifies what is read.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acrelay/acrelay/client"
+	"github.com/acrelay/acrelay/correspondence"
+)
+
+// relayFlags name the relay and the bearer token.
+type relayFlags struct {
+	url       string
+	token     string
+	tokenFile string
+	keyring   string
+}
+
+func (f *relayFlags) add(cmd *cobra.Command, withKeyring bool) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.url, "url", envOr("ACRELAY_URL", ""), "relay base URL, e.g. http://127.0.0.1:8080 (env ACRELAY_URL)")
+	fs.StringVar(&f.token, "token", "", "bearer token (env ACRELAY_TOKEN; prefer the env or --token-file over the command line)")
+	fs.StringVar(&f.tokenFile, "token-file", envOr("ACRELAY_TOKEN_FILE", ""), "file holding the bearer token (env ACRELAY_TOKEN_FILE)")
+	if withKeyring {
+		fs.StringVar(&f.keyring, "keyring", envOr("ACRELAY_KEYRING", ""),
+			`JSON file [{"signing_key_id","identity_id","public_key_b64url"}] to verify every record read (env ACRELAY_KEYRING)`)
+	}
+}
+
+// resolveToken applies the precedence flag, ACRELAY_TOKEN, token file.
+func (f *relayFlags) resolveToken() (string, error) {
+	if f.token != "" {
+		return f.token, nil
+	}
+	if v := os.Getenv("ACRELAY_TOKEN"); v != "" {
+		return v, nil
+	}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", errors.New("no bearer token: set --token, ACRELAY_TOKEN or --token-file")
+}
+
+// client builds the SDK client; stderr gets one notice when records will
+// not be verified.
+func (f *relayFlags) client(stderr io.Writer) (*client.Client, error) {
+	if f.url == "" {
+		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
+	}
+	tok, err := f.resolveToken()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(f.url, tok)
+	if err != nil {
+		return nil, err
+	}
+	if f.keyring != "" {
+		if c.Keys, err = client.LoadKeyring(f.keyring); err != nil {
+			return nil, err
+		}
+	} else if stderr != nil {
+		fmt.Fprintln(stderr, "acrelay: note: no --keyring, records are not verified")
+	}
+	return c, nil
+}
+
+// signerFlags name the key file and the sender ids of spec §3.
+type signerFlags struct {
+	keyFile   string
+	projectID string
+	sender    correspondence.Sender
+}
+
+func (f *signerFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.keyFile, "key", envOr("ACRELAY_KEY_FILE", ""), "Ed25519 private key file: PKCS#8 PEM, or a 32-byte hex/base64url seed (env ACRELAY_KEY_FILE)")
+	fs.StringVar(&f.projectID, "project-id", envOr("ACRELAY_PROJECT_ID", ""), "project UUID (env ACRELAY_PROJECT_ID)")
+	fs.StringVar(&f.sender.IdentityID, "identity-id", envOr("ACRELAY_IDENTITY_ID", ""), "sender identity UUID (env ACRELAY_IDENTITY_ID)")
+	fs.StringVar(&f.sender.SigningKeyID, "signing-key-id", envOr("ACRELAY_SIGNING_KEY_ID", ""), "signing key UUID registered for the identity (env ACRELAY_SIGNING_KEY_ID)")
+	fs.StringVar(&f.sender.DeviceID, "device-id", envOr("ACRELAY_DEVICE_ID", ""), "device UUID, chosen once per installation (env ACRELAY_DEVICE_ID)")
+	fs.StringVar(&f.sender.SessionID, "session-id", envOr("ACRELAY_SESSION_ID", ""), "session UUID, one per run (env ACRELAY_SESSION_ID)")
+}
+
+// signer loads the key; ids must all be set unless partial is true (then
+// the caller fills the rest from a core event).
+func (f *signerFlags) signer(partial bool) (*client.Signer, error) {
+	if f.keyFile == "" {
+		return nil, errors.New("no key: set --key or ACRELAY_KEY_FILE (acrelay keygen writes one)")
+	}
+	priv, err := client.LoadPrivateKey(f.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if !partial {
+		for name, v := range map[string]string{"--project-id": f.projectID, "--identity-id": f.sender.IdentityID,
+			"--signing-key-id": f.sender.SigningKeyID, "--device-id": f.sender.DeviceID, "--session-id": f.sender.SessionID} {
+			if v == "" {
+				return nil, fmt.Errorf("%s is required", name)
+			}
+		}
+	}
+	return client.NewSigner(priv, f.projectID, f.sender)
+}
+
+// writeJSONLine writes v as one line of JSON without HTML escaping.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeRawLine writes already-encoded JSON bytes and a newline.
+func writeRawLine(w io.Writer, raw []byte) error {
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
