@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -16,12 +17,14 @@ import (
 // storeConfig selects the store: PostgreSQL when DatabaseURL is set, else
 // SQLite under DataDir.
 type storeConfig struct {
-	DataDir     string
-	DatabaseURL string
+	DataDir        string
+	DatabaseURL    string
+	SQLiteMaxBatch int
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
+	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", envInt("ACRELAY_SQLITE_MAX_BATCH", 128), "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
 	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
 }
 
@@ -45,9 +48,19 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger)
+	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	return db, nil
+}
+
+// envInt returns the integer value of the environment variable, or def.
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
 }

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/correspondence"
+)
+
+// acrelay bench: a load tool, not a test. It starts its own relay process
+// (unless --url is given), posts N distinct signed events from C
+// concurrent clients over loopback, and reports events/s, latency
+// percentiles, server CPU per event (from /proc), and the ratio to the
+// single-core parse+canonicalize+hash+verify ceiling measured in the same
+// run. --compare-one-tx repeats the load against a relay that commits each
+// event in its own synchronous=FULL transaction.
+
+type benchConfig struct {
+	URL, Token   string
+	Events       int
+	Clients      int
+	CompareOneTx bool
+	DatabaseURL  string
+	JSON         bool
+}
+
+type benchResult struct {
+	Label           string  `json:"label"`
+	Events          int     `json:"events"`
+	Clients         int     `json:"clients"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	P50Millis       float64 `json:"p50_ms"`
+	P99Millis       float64 `json:"p99_ms"`
+	ServerCPUMicros float64 `json:"server_cpu_us_per_event"`
+	CeilingPerSec   float64 `json:"single_core_ceiling_per_second"`
+	RatioToCeiling  float64 `json:"ratio_to_ceiling"`
+	Errors          int64   `json:"errors"`
+}
+
+func newBenchCmd() *cobra.Command {
+	var c benchConfig
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load-test append throughput and latency against a relay (starts its own by default)",
+		Example: `  acrelay bench --events 20000 --clients 16 --compare-one-tx
+  acrelay bench --url http://127.0.0.1:8080 --token $ACRELAY_TOKEN --events 5000 --clients 16
+  acrelay bench --database-url postgres://postgres@127.0.0.1:5432/postgres --clients 1`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd.Context(), c, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.URL, "url", "", "relay URL (default: start a relay on a temporary SQLite store)")
+	f.StringVar(&c.Token, "token", envOr("ACRELAY_TOKEN", ""), "project token with append and admin scopes (with --url)")
+	f.IntVar(&c.Events, "events", 10000, "number of distinct events to post")
+	f.IntVar(&c.Clients, "clients", 16, "concurrent clients")
+	f.BoolVar(&c.CompareOneTx, "compare-one-tx", false, "also measure a relay with one transaction per event (SQLite)")
+	f.StringVar(&c.DatabaseURL, "database-url", "", "start the relay on this PostgreSQL database instead of SQLite")
+	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newBenchCmd()) }
+
+func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if c.Events < 1 || c.Clients < 1 {
+		return fmt.Errorf("--events and --clients must be positive")
+	}
+	runs := []int{0}
+	if c.CompareOneTx {
+		runs = append(runs, 1)
+	}
+	var results []benchResult
+	for _, maxBatch := range runs {
+		res, err := benchOnce(ctx, c, maxBatch)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		printBench(out, c.JSON, res)
+	}
+	if len(results) == 2 && results[1].EventsPerSecond > 0 {
+		fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", results[0].EventsPerSecond/results[1].EventsPerSecond)
+	}
+	return nil
+}
+
+func printBench(out io.Writer, asJSON bool, r benchResult) {
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(out, string(b))
+		return
+	}
+	fmt.Fprintf(out, "%s: %d events, %d clients: %.0f events/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/event, "+
+		"single-core verify ceiling %.0f/s, ratio %.2f, errors %d\n",
+		r.Label, r.Events, r.Clients, r.EventsPerSecond, r.P50Millis, r.P99Millis, r.ServerCPUMicros, r.CeilingPerSec, r.RatioToCeiling, r.Errors)
+}
+
+// benchRelay is a relay process started by the bench.
+type benchRelay struct {
+	cmd     *exec.Cmd
+	url     string
+	opToken string
+	dir     string
+}
+
+func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*benchRelay, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "acrelay-bench-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var tok [24]byte
+	_, _ = rand.Read(tok[:])
+	op := hex.EncodeToString(tok[:])
+	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
+	if maxBatch > 0 {
+		args = append(args, "--sqlite-max-batch", strconv.Itoa(maxBatch))
+	}
+	if databaseURL != "" {
+		args = append(args, "--database-url", databaseURL)
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &benchRelay{cmd: cmd, url: "http://" + addr, opToken: op, dir: dir}
+	for i := 0; i < 300; i++ {
+		if res, err := http.Get(r.url + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return r, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.stop()
+	return nil, fmt.Errorf("bench relay did not become healthy")
+}
+
+func (r *benchRelay) stop() {
+	_ = r.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = r.cmd.Process.Kill()
+	}
+	os.RemoveAll(r.dir)
+}
+
+// cpuTime returns the process's user+system CPU time from /proc.
+func cpuTime(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // Linux USER_HZ
+	return time.Duration(ut+st) * time.Second / clkTck, true
+}
+
+func benchPost(client *http.Client, url, token string, body []byte) (int, error) {
+	req, err := http.NewRequest("POST", url+"/v1/correspondence/events", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode, nil
+}
+
+func benchAdmin(client *http.Client, url, token, path string, in any) (map[string]any, error) {
+	b, _ := json.Marshal(in)
+	req, _ := http.NewRequest("POST", url+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&m); err != nil || res.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s: status %d %v", path, res.StatusCode, m["error"])
+	}
+	return m, nil
+}
+
+func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients * 2, MaxConnsPerHost: c.Clients * 2}}
+	url, token := c.URL, c.Token
+	pid := 0
+	label := "sqlite group commit"
+	if c.DatabaseURL != "" {
+		label = "postgres"
+	}
+	if maxBatch == 1 {
+		label = "sqlite one-tx-per-event"
+	}
+	var projectID string
+	if url == "" {
+		r, err := startBenchRelay(ctx, maxBatch, c.DatabaseURL)
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer r.stop()
+		url, pid = r.url, r.cmd.Process.Pid
+		m, err := benchAdmin(client, url, r.opToken, "/v1/admin/projects", map[string]any{})
+		if err != nil {
+			return benchResult{}, err
+		}
+		projectID = m["project_id"].(string)
+		m, err = benchAdmin(client, url, r.opToken, "/v1/admin/projects/"+projectID+"/tokens", map[string]any{"scopes": []string{"read", "append", "admin"}})
+		if err != nil {
+			return benchResult{}, err
+		}
+		token = m["token"].(string)
+	} else {
+		label = "external relay"
+		req, _ := http.NewRequest("GET", url+"/v1/whoami", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := client.Do(req)
+		if err != nil {
+			return benchResult{}, err
+		}
+		var who struct {
+			ProjectID string `json:"project_id"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&who)
+		res.Body.Close()
+		projectID = who.ProjectID
+	}
+
+	// One identity and key; each client its own session.
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	m, err := benchAdmin(client, url, token, "/v1/admin/projects/"+projectID+"/identities", map[string]any{"display_name": "bench"})
+	if err != nil {
+		return benchResult{}, err
+	}
+	identity := m["identity_id"].(string)
+	m, err = benchAdmin(client, url, token, "/v1/admin/identities/"+identity+"/keys", map[string]any{"public_key_b64url": correspondence.EncodePublicKey(pub)})
+	if err != nil {
+		return benchResult{}, err
+	}
+	keyID := m["signing_key_id"].(string)
+
+	bodies := make([][]byte, c.Events)
+	device := newBenchUUID()
+	sessions := make([]string, c.Clients)
+	for i := range sessions {
+		sessions[i] = newBenchUUID()
+	}
+	now := correspondence.FormatTimestamp(time.Now())
+	for i := range bodies {
+		ev := &correspondence.Event{
+			ProjectID: projectID, RepositoryID: "repo:bench", ThreadID: "bench-" + strconv.Itoa(i%c.Clients),
+			Sender: correspondence.Sender{IdentityID: identity, SigningKeyID: keyID, DeviceID: device, SessionID: sessions[i%c.Clients]},
+			Kind:   correspondence.KindProgress, Parents: []string{}, SessionSeq: int64(i/c.Clients + 1), IssuedAt: now,
+			Scope: correspondence.Scope{Paths: []string{"packages/sdk", "docs"}},
+			Body: canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary",
+				Value: canonicaljson.StringValue("bench event " + strconv.Itoa(i) + ": " + strings.Repeat("progress report text ", 40))}),
+		}
+		if err := ev.Sign(priv); err != nil {
+			return benchResult{}, err
+		}
+		if bodies[i], err = ev.CanonicalJSON(); err != nil {
+			return benchResult{}, err
+		}
+	}
+
+	// Single-core ceiling: parse + validate + canonicalize + hash + verify.
+	runtime.GC()
+	start := time.Now()
+	for _, b := range bodies {
+		ev, err := correspondence.ParseEvent(b)
+		if err != nil {
+			return benchResult{}, err
+		}
+		if _, err := ev.CanonicalJSON(); err != nil {
+			return benchResult{}, err
+		}
+		if err := ev.Verify(pub); err != nil {
+			return benchResult{}, err
+		}
+	}
+	ceiling := float64(len(bodies)) / time.Since(start).Seconds()
+
+	lat := make([]time.Duration, len(bodies))
+	var next atomic.Int64
+	var errs atomic.Int64
+	cpu0, haveCPU := cpuTime(pid)
+	start = time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < c.Clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(bodies) {
+					return
+				}
+				t0 := time.Now()
+				status, err := benchPost(client, url, token, bodies[i])
+				lat[i] = time.Since(t0)
+				if err != nil || status/100 != 2 {
+					errs.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu1, _ := cpuTime(pid)
+	slices.Sort(lat)
+	res := benchResult{
+		Label: label, Events: len(bodies), Clients: c.Clients,
+		EventsPerSecond: float64(len(bodies)) / elapsed.Seconds(),
+		P50Millis:       float64(lat[len(lat)/2]) / 1e6,
+		P99Millis:       float64(lat[len(lat)*99/100]) / 1e6,
+		CeilingPerSec:   ceiling,
+		Errors:          errs.Load(),
+	}
+	if haveCPU {
+		res.ServerCPUMicros = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(len(bodies))
+	}
+	res.RatioToCeiling = res.EventsPerSecond / ceiling
+	return res, nil
+}
+
+func newBenchUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
