@@ -140,9 +140,6 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if res.Created && s.cfg.Notify != nil {
-		s.cfg.Notify(p.ProjectID, res.Record.ReceivedSeq)
-	}
 	out := appendJSON{
 		Event:          jsontext.Value(res.Record.Event),
 		Receipt:        receiptOf(res.Record),
@@ -164,6 +161,10 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		self: s.publicBase(r) + "/v1/correspondence/events?" + repoQuery(ev.RepositoryID, ev.ThreadID), selfType: mediaVendorJSON,
 	})
 	s.writeJSON(w, r, status, mediaVendorJSON, out)
+	// Fan-out is scheduled after the response is written (spec §9).
+	if res.Created && s.cfg.Notify != nil {
+		s.cfg.Notify(p.ProjectID, res.Record.ReceivedSeq)
+	}
 }
 
 // verifySender checks the signing key and identity are active in the

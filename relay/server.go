@@ -31,6 +31,12 @@ type Config struct {
 	// Notify is called after every committed new append, outside the
 	// request's transaction (spec §9 wake fan-out; couriers). May be nil.
 	Notify func(projectID string, receivedSeq int64)
+	// WakeHeartbeat is the interval of the wake stream's heartbeat
+	// comment; 0 means DefaultWakeHeartbeat (15s).
+	WakeHeartbeat time.Duration
+	// WakeWriteTimeout bounds each wake frame's write; 0 means
+	// DefaultWakeWriteTimeout.
+	WakeWriteTimeout time.Duration
 }
 
 // Server serves the HTTP surface over one store.
@@ -39,6 +45,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	public string
+	wake   *wakeHub
 }
 
 // New returns a Server over st. It starts no goroutines.
@@ -49,7 +56,12 @@ func New(st store.Store, cfg Config) *Server {
 	if cfg.OperatorTokenHash == nil && cfg.OperatorToken != "" {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
-	return &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/")}
+	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/")}
+	s.wake = newWakeHub(st, cfg.Logger)
+	if s.cfg.Notify == nil {
+		s.cfg.Notify = s.Advance // in-process wake fan-out (spec §9)
+	}
+	return s
 }
 
 // HTTPServer returns an *http.Server for h with acrelay's timeouts: a

@@ -1,7 +1,7 @@
 // Package store declares what the layers above need from persistence: the
 // project registry (identities, signing keys, bearer-token hashes), the
 // append-only event log with receipts, lineage bookkeeping and the durable
-// ready frontier of spec §8, and (later) courier cursors and leases.
+// ready frontier of spec §8, and courier cursors and leases.
 //
 // Two dialects implement it: store/sqlite (embedded default, pure Go) and
 // store/postgres (pgx/v5). Both pass the one behavioural suite in
@@ -197,6 +197,114 @@ type Log interface {
 	// claim events without a valid direct child, expired and released ones
 	// included, sorted by event id. Errors: ErrUnavailable.
 	ClaimTips(ctx context.Context, projectID, repositoryID string) ([]ClaimTip, error)
+
+	// ClaimsSnapshot reads the active-claims projection of one repository
+	// (spec §8, §9) from one consistent read snapshot, without doing lineage
+	// work (callers run ReconcileLineage first). Candidates are branch tips
+	// of kind claim.open or claim.renew whose expires_at is after the
+	// database clock, with q's thread and path filters applied in the scan,
+	// BEFORE a sentinel of ClaimCandidateSentinel+1 rows; the first
+	// MaxActiveClaims in (expires_at, event_id) order are returned, each
+	// with at most MaxCompetitors competing tips (a sentinel row more sets
+	// Truncated). Errors: ErrNotFound (unknown project), ErrUnavailable.
+	ClaimsSnapshot(ctx context.Context, q ClaimsQuery) (ClaimsSnapshot, error)
+
+	// VoiceSnapshot reads the voice parts of spec §9 from one consistent
+	// read snapshot: the ClaimsSnapshot of (repository, thread), the newest
+	// VoiceRecent records newest first (one more sets RecentTruncated), and
+	// the session forks of the tuples in that window, each found by one
+	// per-tuple lookup of at most MaxForkEvents+1 rows (never by grouping
+	// all history). A part that fails after the snapshot began is reported
+	// in Unavailable and left empty; the other parts are still returned.
+	// Errors (total failure): ErrNotFound (unknown project), ErrUnavailable.
+	VoiceSnapshot(ctx context.Context, q VoiceQuery) (VoiceSnapshot, error)
+}
+
+// Projection bounds of spec §8 and §9.
+const (
+	ClaimCandidateSentinel = 512 // candidates read before the cap; one more sets Truncated
+	MaxActiveClaims        = 128 // active rows per claims or voice answer
+	MaxCompetitors         = 16  // competing_event_ids per row; a 17th sets Truncated
+	VoiceRecent            = 50  // recent_events of a voice answer
+	MaxForkEvents          = 16  // event_ids per session fork; a 17th sets Truncated
+)
+
+// ClaimsQuery selects active claims of one repository of one project.
+type ClaimsQuery struct {
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string // "" for every thread
+	Path         string // "" for every path; else claims with a path overlapping it (spec §4)
+}
+
+// ActiveClaim is one active row of the projection (spec §8): an open or
+// renew branch tip not yet expired, its event's scope, and the other tips
+// of its (repository, claim_id), expired and released ones included.
+type ActiveClaim struct {
+	ClaimTip
+	// Scope is the RFC 8785 bytes of the event's whole scope object
+	// {base_revision, branch, paths}.
+	Scope []byte
+	// CompetingEventIDs are the other tips of the claim, sorted, at most
+	// MaxCompetitors; non-empty means conflicted.
+	CompetingEventIDs []string
+}
+
+// ClaimsSnapshot is one consistent read of a repository's projection.
+// Times are the database clock, millisecond precision, UTC; zero when
+// absent.
+type ClaimsSnapshot struct {
+	Head   int64     // the project's newest received_seq; 0 for an empty stream
+	HeadAt time.Time // its received_at
+	Now    time.Time // the database clock the expiry filter used
+	// LineageIncomplete and LineageChangedAt are the persisted flag and
+	// watermark (see LineageWatermark).
+	LineageIncomplete bool
+	LineageChangedAt  time.Time
+	// LastExpiredAt is the newest expires_at among the repository's open
+	// and renew tips that is not after Now (spec §8 evaluated_at (c)).
+	LastExpiredAt time.Time
+	Claims        []ActiveClaim
+	// Truncated: more than ClaimCandidateSentinel candidates, more than
+	// MaxActiveClaims, or more than MaxCompetitors competitors of a row.
+	// It does not include LineageIncomplete.
+	Truncated bool
+}
+
+// VoiceQuery selects the voice snapshot of one repository (spec §9).
+type VoiceQuery struct {
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string // "" for every thread
+}
+
+// SessionFork is two or more events sharing one (identity, device,
+// session, session_seq) (spec §7). EventIDs are sorted, at most
+// MaxForkEvents; Truncated when more exist.
+type SessionFork struct {
+	IdentityID string
+	DeviceID   string
+	SessionID  string
+	SessionSeq int64
+	EventIDs   []string
+	Truncated  bool
+}
+
+// Voice parts that may be reported in VoiceSnapshot.Unavailable.
+const (
+	VoicePartClaims       = "active_claims"
+	VoicePartSessionForks = "session_forks"
+)
+
+// VoiceSnapshot is one consistent read of the voice parts (spec §9).
+type VoiceSnapshot struct {
+	ClaimsSnapshot
+	Recent          []Record // newest first, at most VoiceRecent
+	RecentTruncated bool     // older records of the selection exist
+	// SessionForks of the tuples seen in Recent, in order of first
+	// appearance there; at most one row per tuple.
+	SessionForks []SessionFork
+	Unavailable  []string // parts that failed: VoicePart*
 }
 
 // ClaimTip is one branch tip of the claim-lineage projection (spec §8).
@@ -215,9 +323,40 @@ type ClaimTip struct {
 	ExpiresAt      time.Time // zero for claim.release
 }
 
+// Couriers keeps what couriers (WebSub, Matrix, federation) need to deliver
+// each project's records exactly once in order across several relay
+// processes: a delivery cursor per (courier, project, target) and a lease
+// per (courier, project) naming the one process that delivers.
+type Couriers interface {
+	// CourierCursor returns the received_seq up to which courier has
+	// delivered the project's records to target; 0 when it never has.
+	// Errors: ErrUnavailable.
+	CourierCursor(ctx context.Context, courier, projectID, target string) (int64, error)
+
+	// AdvanceCursor moves the cursor to seq (≥ 0) unless it is already at
+	// or beyond it: a cursor never moves backwards, so a slow process that
+	// finishes late cannot rewind a faster one. Errors: ErrNotFound
+	// (unknown project), ErrUnavailable.
+	AdvanceCursor(ctx context.Context, courier, projectID, target string, seq int64) error
+
+	// AcquireLease takes or renews the lease of (courier, project) for
+	// holder until ttl (≥ 1ms) after the database clock, and reports
+	// whether holder now holds it: true when the lease was free, already
+	// holder's (a renewal) or expired by the database clock; false while
+	// another holder's lease is live. Relay clocks are never compared.
+	// Errors: ErrNotFound (unknown project), ErrUnavailable.
+	AcquireLease(ctx context.Context, courier, projectID, holder string, ttl time.Duration) (bool, error)
+
+	// ReleaseLease ends holder's lease of (courier, project) so another
+	// process may take it at once; it does nothing when holder does not
+	// hold it. Errors: ErrUnavailable.
+	ReleaseLease(ctx context.Context, courier, projectID, holder string) error
+}
+
 // Store is everything a relay process needs.
 type Store interface {
 	Registry
 	Log
+	Couriers
 	Close() error
 }

@@ -1,0 +1,363 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+func init() {
+	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
+		r.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD")
+		r.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD")
+	})
+}
+
+// readFrontierBudget is how many ready-frontier rows each claims or voice
+// read resolves before reading (spec §8).
+const readFrontierBudget = 32
+
+// Bounds of the voice conflict lists (spec §9).
+const (
+	maxOverlaps     = 128 // overlapping_claims rows
+	maxOverlapPaths = 16  // paths per overlapping_claims row
+)
+
+// Values of projection_status (spec §9).
+const (
+	projectionComplete    = "complete"
+	projectionTruncated   = "truncated"
+	projectionUnavailable = "unavailable"
+)
+
+// epochEvaluatedAt is evaluated_at for an empty stream (spec §8).
+const epochEvaluatedAt = "1970-01-01T00:00:00.000Z"
+
+// activeClaimJSON is one active row (spec §8).
+type activeClaimJSON struct {
+	ClaimID           string         `json:"claim_id"`
+	Generation        int64          `json:"generation"`
+	EventID           string         `json:"event_id"`
+	OwnerIdentityID   string         `json:"owner_identity_id"`
+	DeviceID          string         `json:"device_id"`
+	SessionID         string         `json:"session_id"`
+	ThreadID          string         `json:"thread_id"`
+	Scope             jsontext.Value `json:"scope"`
+	ExpiresAt         string         `json:"expires_at"`
+	Conflicted        bool           `json:"conflicted"`
+	CompetingEventIDs []string       `json:"competing_event_ids"`
+}
+
+// claimsJSON is the body of GET /claims (spec §9).
+type claimsJSON struct {
+	Protocol         string            `json:"protocol"`
+	Scope            string            `json:"scope"`
+	EvaluatedAt      string            `json:"evaluated_at"`
+	Cursor           *string           `json:"cursor"`
+	ProjectionStatus string            `json:"projection_status"`
+	Truncated        bool              `json:"truncated"`
+	Claims           []activeClaimJSON `json:"claims"`
+}
+
+type missingParentsJSON struct {
+	EventID          string   `json:"event_id"`
+	MissingParentIDs []string `json:"missing_parent_ids"`
+}
+
+type sessionForkJSON struct {
+	IdentityID string   `json:"identity_id"`
+	DeviceID   string   `json:"device_id"`
+	SessionID  string   `json:"session_id"`
+	SessionSeq int64    `json:"session_seq"`
+	EventIDs   []string `json:"event_ids"`
+}
+
+type overlapJSON struct {
+	LeftEventID  string   `json:"left_event_id"`
+	RightEventID string   `json:"right_event_id"`
+	Paths        []string `json:"paths"`
+}
+
+type conflictsJSON struct {
+	MissingParents    []missingParentsJSON `json:"missing_parents"`
+	SessionForks      []sessionForkJSON    `json:"session_forks"`
+	OverlappingClaims []overlapJSON        `json:"overlapping_claims"`
+}
+
+// voiceJSON is the body of GET /voice (spec §9).
+type voiceJSON struct {
+	Protocol         string            `json:"protocol"`
+	Scope            string            `json:"scope"`
+	EvaluatedAt      string            `json:"evaluated_at"`
+	Cursor           *string           `json:"cursor"`
+	ProjectionStatus string            `json:"projection_status"`
+	Truncated        bool              `json:"truncated"`
+	RecentEvents     []recordJSON      `json:"recent_events"`
+	ActiveClaims     []activeClaimJSON `json:"active_claims"`
+	Conflicts        conflictsJSON     `json:"conflicts"`
+}
+
+var errProjectionUnavailable = errf(http.StatusServiceUnavailable, "correspondence_projection_unavailable",
+	"the claims projection cannot be read right now").withHint("retry later; an empty answer is never served in its place")
+
+// handleClaims serves the active-claims projection (spec §8, §9).
+func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, store.ScopeRead); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := readQuery(r, "repository_id", "thread_id", "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	repo, thread, err := repoSelection(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	path, hasPath := q["path"]
+	if hasPath && !correspondence.ValidPath(path) {
+		s.writeError(w, r, errf(http.StatusBadRequest, "path_invalid", "path is not a valid path prefix (spec §4)"))
+		return
+	}
+	media, ok := negotiate(r, offersJSON)
+	if !ok {
+		s.writeError(w, r, errNotAcceptable)
+		return
+	}
+	s.reconcileForRead(r.Context(), p.ProjectID)
+	snap, err := s.st.ClaimsSnapshot(r.Context(), store.ClaimsQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread, Path: path})
+	if err != nil {
+		s.writeError(w, r, projectionErr(err))
+		return
+	}
+	truncated := snap.Truncated || snap.LineageIncomplete
+	out := claimsJSON{
+		Protocol: correspondence.Protocol, Scope: "project_private",
+		EvaluatedAt: evaluatedAt(snap), Cursor: cursorOf(snap.Head),
+		ProjectionStatus: statusOf(truncated, false), Truncated: truncated,
+		Claims: activeRows(snap.Claims),
+	}
+	s.writeProjection(w, r, media, repo, thread, out)
+}
+
+// handleVoice serves the bounded coordination snapshot (spec §9).
+func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, store.ScopeRead); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := readQuery(r, "repository_id", "thread_id")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	repo, thread, err := repoSelection(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	media, ok := negotiate(r, offersJSON)
+	if !ok {
+		s.writeError(w, r, errNotAcceptable)
+		return
+	}
+	s.reconcileForRead(r.Context(), p.ProjectID)
+	snap, err := s.st.VoiceSnapshot(r.Context(), store.VoiceQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread})
+	if err != nil {
+		s.writeError(w, r, projectionErr(err))
+		return
+	}
+	out := voiceJSON{
+		Protocol: correspondence.Protocol, Scope: "project_private",
+		EvaluatedAt: evaluatedAt(snap.ClaimsSnapshot), Cursor: cursorOf(snap.Head),
+		RecentEvents: make([]recordJSON, 0, len(snap.Recent)),
+		ActiveClaims: activeRows(snap.Claims),
+		Conflicts: conflictsJSON{
+			MissingParents: []missingParentsJSON{}, SessionForks: []sessionForkJSON{}, OverlappingClaims: []overlapJSON{},
+		},
+	}
+	truncated := snap.RecentTruncated || snap.Truncated || snap.LineageIncomplete
+	for _, rec := range snap.Recent {
+		out.RecentEvents = append(out.RecentEvents, recordOf(rec))
+		if len(rec.MissingParents) > 0 {
+			out.Conflicts.MissingParents = append(out.Conflicts.MissingParents,
+				missingParentsJSON{EventID: rec.EventID, MissingParentIDs: rec.MissingParents})
+		}
+	}
+	for _, f := range snap.SessionForks {
+		out.Conflicts.SessionForks = append(out.Conflicts.SessionForks, sessionForkJSON{IdentityID: f.IdentityID,
+			DeviceID: f.DeviceID, SessionID: f.SessionID, SessionSeq: f.SessionSeq, EventIDs: f.EventIDs})
+		truncated = truncated || f.Truncated
+	}
+	overlaps, more := overlappingClaims(snap.Claims)
+	out.Conflicts.OverlappingClaims = overlaps
+	unavailable := len(snap.Unavailable) > 0
+	// A failed part is never presented as an empty complete one.
+	out.Truncated = truncated || more || unavailable
+	out.ProjectionStatus = statusOf(out.Truncated, unavailable)
+	s.writeProjection(w, r, media, repo, thread, out)
+}
+
+// reconcileForRead does the read's bounded lineage work (spec §8) in its
+// own short write transaction. Its failure is not the read's: the persisted
+// incomplete flag still tells the truth about the remaining work, and the
+// snapshot read reports it.
+func (s *Server) reconcileForRead(ctx context.Context, projectID string) {
+	if _, err := s.st.ReconcileLineage(ctx, projectID, readFrontierBudget); err != nil && ctx.Err() == nil && !isNotFound(err) {
+		s.log.WarnContext(ctx, "read-time lineage reconciliation failed", "project_id", projectID, "err", err)
+	}
+}
+
+// projectionErr maps a snapshot failure: total failure is 503
+// correspondence_projection_unavailable, never an empty 200.
+func projectionErr(err error) error {
+	if isNotFound(err) {
+		return err
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return errProjectionUnavailable
+}
+
+// writeProjection ends a claims or voice read with the shared headers and
+// the exact JSON bytes under a strong ETag (304 on a match; HEAD without
+// body).
+func (s *Server) writeProjection(w http.ResponseWriter, r *http.Request, media, repo, thread string, out any) {
+	body, err := marshalJSON(out)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	base := s.publicBase(r)
+	self := base + r.URL.Path
+	if r.URL.RawQuery != "" {
+		self += "?" + r.URL.RawQuery
+	}
+	s.setCorrespondenceHeaders(w, r, repo, thread, linkSet{
+		self: self, selfType: media,
+		alternate: base + "/v1/correspondence/events.atom?" + repoQuery(repo, thread), alternateType: mediaAtom,
+	})
+	s.writeRepresentation(w, r, media, body)
+}
+
+// evaluatedAt is the latest of the head's received_at, the lineage
+// watermark and the newest already-past expiry (spec §8); the epoch when
+// all are absent.
+func evaluatedAt(snap store.ClaimsSnapshot) string {
+	t := snap.HeadAt
+	for _, c := range []time.Time{snap.LineageChangedAt, snap.LastExpiredAt} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if t.IsZero() {
+		return epochEvaluatedAt
+	}
+	return correspondence.FormatTimestamp(t)
+}
+
+func cursorOf(head int64) *string {
+	if head == 0 {
+		return nil
+	}
+	c := strconv.FormatInt(head, 10)
+	return &c
+}
+
+func statusOf(truncated, unavailable bool) string {
+	switch {
+	case unavailable:
+		return projectionUnavailable
+	case truncated:
+		return projectionTruncated
+	}
+	return projectionComplete
+}
+
+func activeRows(claims []store.ActiveClaim) []activeClaimJSON {
+	out := make([]activeClaimJSON, 0, len(claims))
+	for _, c := range claims {
+		out = append(out, activeClaimJSON{
+			ClaimID: c.ClaimID, Generation: c.Generation, EventID: c.EventID, OwnerIdentityID: c.RootIdentityID,
+			DeviceID: c.DeviceID, SessionID: c.SessionID, ThreadID: c.ThreadID, Scope: jsontext.Value(c.Scope),
+			ExpiresAt:  correspondence.FormatTimestamp(c.ExpiresAt),
+			Conflicted: len(c.CompetingEventIDs) > 0, CompetingEventIDs: nonNil(c.CompetingEventIDs),
+		})
+	}
+	return out
+}
+
+// overlappingClaims lists the pairs of active claims with overlapping
+// paths (spec §4, §9), left_event_id < right_event_id, in (left, right)
+// order: for each overlapping pair of prefixes the shorter one (the one
+// that contains the other), unique and sorted, at most maxOverlapPaths.
+// more is true when rows or paths were cut.
+func overlappingClaims(claims []store.ActiveClaim) (rows []overlapJSON, more bool) {
+	sorted := slices.Clone(claims)
+	slices.SortFunc(sorted, func(a, b store.ActiveClaim) int {
+		switch {
+		case a.EventID < b.EventID:
+			return -1
+		case a.EventID > b.EventID:
+			return 1
+		}
+		return 0
+	})
+	rows = []overlapJSON{}
+	for i := range sorted {
+		for j := i + 1; j < len(sorted); j++ {
+			paths := overlapPaths(sorted[i].Paths, sorted[j].Paths)
+			if len(paths) == 0 {
+				continue
+			}
+			if len(rows) == maxOverlaps {
+				return rows, true
+			}
+			if len(paths) > maxOverlapPaths {
+				paths, more = paths[:maxOverlapPaths], true
+			}
+			rows = append(rows, overlapJSON{LeftEventID: sorted[i].EventID, RightEventID: sorted[j].EventID, Paths: paths})
+		}
+	}
+	return rows, more
+}
+
+// overlapPaths returns, for every overlapping (a, b) prefix pair, the
+// containing prefix, unique and sorted.
+func overlapPaths(as, bs []string) []string {
+	var out []string
+	for _, a := range as {
+		for _, b := range bs {
+			if !correspondence.PathsOverlap(a, b) {
+				continue
+			}
+			switch {
+			case a == ".":
+				out = append(out, a)
+			case b == ".":
+				out = append(out, b)
+			case len(a) <= len(b):
+				out = append(out, a)
+			default:
+				out = append(out, b)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,467 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+func init() {
+	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
+		r.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
+	})
+}
+
+// Wake stream settings (spec §9, STYLE §7).
+const (
+	// DefaultWakeHeartbeat is the interval of the ": heartbeat" comment.
+	DefaultWakeHeartbeat = 15 * time.Second
+	// DefaultWakeWriteTimeout bounds one frame's write and flush; a client
+	// that does not take it in time is disconnected.
+	DefaultWakeWriteTimeout = 10 * time.Second
+
+	wakeBuffer        = 4   // frames queued per subscriber before it is dropped
+	wakePage          = 100 // recipients read per ActiveIdentityIDs page
+	wakeMaxInFlight   = 8   // publishes in flight per fan-out
+	wakePageTimeout   = 10 * time.Second
+	wakeEventFormat   = "wake_event/v1"
+	wakeKey           = "correspondence"
+	mediaEventStream  = "text/event-stream"
+	wakeCacheControl  = "private, no-cache"
+	wakeHeartbeatLine = ": heartbeat\n\n"
+)
+
+// errSubscriberDropped ends a stream whose subscriber fell behind.
+var errSubscriberDropped = errors.New("wake subscriber dropped: it did not keep up")
+
+// wakeFrame is one invalidation for one subscriber.
+type wakeFrame struct {
+	seq        int64
+	version    int64
+	occurredAt time.Time
+}
+
+// wakeSub is one open wake stream.
+type wakeSub struct {
+	project    *wakeProject
+	identityID string
+	ch         chan wakeFrame
+	gone       chan struct{} // closed when the hub drops the subscriber
+}
+
+// wakeIdentity holds the streams of one identity and its wake_version.
+type wakeIdentity struct {
+	subs    map[*wakeSub]struct{}
+	version int64
+}
+
+// wakeProject holds the streams of one project and its fan-out state.
+type wakeProject struct {
+	id         string
+	mu         sync.Mutex
+	identities map[string]*wakeIdentity
+	subs       int
+	pending    int64 // newest received_seq announced
+	sent       int64 // newest received_seq fanned out
+	running    bool  // a fan-out goroutine owns this project
+}
+
+// wakeHub is the in-process wake fan-out (spec §9): streams are grouped by
+// project and identity; Advance schedules a fan-out that pages the
+// project's active identities and publishes to each one's streams without
+// ever blocking. Fan-outs of one project are coalesced: a burst of appends
+// yields frames for the newest received_seq rather than one per append,
+// which is all an invalidation needs.
+type wakeHub struct {
+	reg interface {
+		ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
+	}
+	log *slog.Logger
+
+	mu       sync.Mutex
+	projects map[string]*wakeProject
+}
+
+func newWakeHub(reg store.Registry, log *slog.Logger) *wakeHub {
+	return &wakeHub{reg: reg, log: log, projects: make(map[string]*wakeProject)}
+}
+
+// subscribe registers a stream for identityID of projectID.
+func (h *wakeHub) subscribe(projectID, identityID string) *wakeSub {
+	h.mu.Lock() // held while adding, so unsubscribe cannot forget p meanwhile
+	defer h.mu.Unlock()
+	p := h.projects[projectID]
+	if p == nil {
+		p = &wakeProject{id: projectID, identities: make(map[string]*wakeIdentity)}
+		h.projects[projectID] = p
+	}
+	sub := &wakeSub{project: p, identityID: identityID, ch: make(chan wakeFrame, wakeBuffer), gone: make(chan struct{})}
+	p.mu.Lock()
+	wi := p.identities[identityID]
+	if wi == nil {
+		wi = &wakeIdentity{subs: make(map[*wakeSub]struct{})}
+		p.identities[identityID] = wi
+	}
+	wi.subs[sub] = struct{}{}
+	p.subs++
+	p.mu.Unlock()
+	return sub
+}
+
+// unsubscribe removes sub (a no-op when it was dropped already) and
+// forgets a project with no streams left.
+func (h *wakeHub) unsubscribe(sub *wakeSub) {
+	p := sub.project
+	p.mu.Lock()
+	p.removeLocked(sub)
+	empty := p.subs == 0
+	p.mu.Unlock()
+	if empty {
+		h.mu.Lock()
+		p.mu.Lock()
+		if p.subs == 0 && h.projects[p.id] == p {
+			delete(h.projects, p.id)
+		}
+		p.mu.Unlock()
+		h.mu.Unlock()
+	}
+}
+
+func (p *wakeProject) removeLocked(sub *wakeSub) bool {
+	wi := p.identities[sub.identityID]
+	if wi == nil {
+		return false
+	}
+	if _, ok := wi.subs[sub]; !ok {
+		return false
+	}
+	delete(wi.subs, sub)
+	p.subs--
+	if len(wi.subs) == 0 {
+		delete(p.identities, sub.identityID)
+	}
+	return true
+}
+
+// Advance tells the wake hub that projectID committed up to receivedSeq.
+// It never blocks: the fan-out runs on its own goroutine (one per project
+// at a time). Config.Notify is Advance unless cmd routes notifications
+// elsewhere (PostgreSQL LISTEN/NOTIFY), in which case the listener calls
+// Advance.
+func (s *Server) Advance(projectID string, receivedSeq int64) {
+	s.wake.advance(projectID, receivedSeq)
+}
+
+func (h *wakeHub) advance(projectID string, seq int64) {
+	h.mu.Lock()
+	p := h.projects[projectID]
+	h.mu.Unlock()
+	if p == nil {
+		return // nobody listens in this process
+	}
+	p.mu.Lock()
+	if seq > p.pending {
+		p.pending = seq
+	}
+	start := !p.running && p.pending > p.sent
+	if start {
+		p.running = true
+	}
+	p.mu.Unlock()
+	if start {
+		go h.fanOut(p)
+	}
+}
+
+// fanOut publishes the newest pending received_seq until none is left.
+func (h *wakeHub) fanOut(p *wakeProject) {
+	for {
+		p.mu.Lock()
+		if p.pending <= p.sent || p.subs == 0 {
+			p.sent = max(p.sent, p.pending)
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		seq := p.pending
+		p.sent = seq
+		p.mu.Unlock()
+		h.publishAll(p, seq)
+	}
+}
+
+// publishAll pages the project's active identities wakePage at a time
+// (every active identity is a recipient, spec §9) and publishes to those
+// with streams here, at most wakeMaxInFlight at once.
+func (h *wakeHub) publishAll(p *wakeProject, seq int64) {
+	after := ""
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), wakePageTimeout)
+		ids, err := h.reg.ActiveIdentityIDs(ctx, p.id, after, wakePage)
+		cancel()
+		if err != nil {
+			h.log.Warn("wake fan-out: reading recipients failed", "project_id", p.id, "received_seq", seq, "err", err)
+			return
+		}
+		var recipients []string
+		p.mu.Lock()
+		for _, id := range ids {
+			if _, ok := p.identities[id]; ok {
+				recipients = append(recipients, id)
+			}
+		}
+		p.mu.Unlock()
+		inParallel(recipients, wakeMaxInFlight, func(id string) { p.publish(id, seq, time.Now()) })
+		if len(ids) < wakePage {
+			return
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// inParallel calls f for each item with at most n calls in flight.
+func inParallel(items []string, n int, f func(string)) {
+	if len(items) <= 1 {
+		for _, it := range items {
+			f(it)
+		}
+		return
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(n, len(items)) {
+		wg.Go(func() {
+			for it := range work {
+				f(it)
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+}
+
+// publish sends one frame to every stream of identityID, dropping any
+// stream whose buffer is full rather than waiting for it.
+func (p *wakeProject) publish(identityID string, seq int64, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wi := p.identities[identityID]
+	if wi == nil {
+		return
+	}
+	f := wakeFrame{seq: seq, version: wi.next(at), occurredAt: at}
+	for sub := range wi.subs {
+		select {
+		case sub.ch <- f:
+		default:
+			p.removeLocked(sub)
+			close(sub.gone)
+		}
+	}
+}
+
+// publishTo sends one frame to a single stream (the Last-Event-ID answer).
+func (p *wakeProject) publishTo(sub *wakeSub, seq int64, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wi := p.identities[sub.identityID]
+	if wi == nil {
+		return
+	}
+	if _, ok := wi.subs[sub]; !ok {
+		return
+	}
+	select {
+	case sub.ch <- wakeFrame{seq: seq, version: wi.next(at), occurredAt: at}:
+	default:
+	}
+}
+
+// next returns the identity's next wake_version: an in-process counter
+// that never goes below the current Unix time in microseconds, so that it
+// keeps increasing across reconnects to another process or a restart
+// (unless the clock steps back, or an identity sustains more than a
+// million frames a second). Values stay below 2^53 until the 2250s.
+func (wi *wakeIdentity) next(at time.Time) int64 {
+	wi.version = max(wi.version+1, at.UnixMicro())
+	return wi.version
+}
+
+// subscribers counts the open streams (tests and metrics).
+func (h *wakeHub) subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, p := range h.projects {
+		p.mu.Lock()
+		n += p.subs
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// wakeEventJSON is the data of a change frame (spec §9).
+type wakeEventJSON struct {
+	Format      string           `json:"_format"`
+	Key         string           `json:"key"`
+	Kind        string           `json:"kind"`
+	IdentityID  string           `json:"identity_id"`
+	OccurredAt  string           `json:"occurred_at"`
+	WakeVersion int64            `json:"wake_version"`
+	Context     wakeEventContext `json:"context"`
+}
+
+type wakeEventContext struct {
+	ReceivedSeq string `json:"received_seq"`
+}
+
+// handleWake serves GET /v1/wake/voice?identity_id=…&keys=correspondence
+// (spec §9): an SSE stream of "change" invalidations for an active
+// identity of the bearer's project, a heartbeat comment every
+// WakeHeartbeat, and an immediate frame when Last-Event-ID (a received_seq)
+// is behind the project's head.
+func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, store.ScopeRead); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := readQuery(r, "identity_id", "keys")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if q["keys"] != wakeKey {
+		s.writeError(w, r, errf(http.StatusBadRequest, "keys_invalid", "keys must be correspondence"))
+		return
+	}
+	identityID, ok := q["identity_id"]
+	if !ok {
+		s.writeError(w, r, errf(http.StatusBadRequest, "identity_id_required", "identity_id is required"))
+		return
+	}
+	if !correspondence.ValidUUID(identityID) {
+		s.writeError(w, r, errf(http.StatusBadRequest, "identity_id_invalid", "identity_id is not a canonical lowercase UUID"))
+		return
+	}
+	if _, ok := negotiate(r, []string{mediaEventStream}); !ok {
+		s.writeError(w, r, errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept text/event-stream"))
+		return
+	}
+	ident, err := s.st.GetIdentity(r.Context(), identityID)
+	switch {
+	case isNotFound(err) || err == nil && ident.ProjectID != p.ProjectID:
+		s.writeError(w, r, errNotFound) // another project's identity is indistinguishable from none
+		return
+	case err != nil:
+		s.writeError(w, r, err)
+		return
+	case ident.Status != store.StatusActive:
+		s.writeError(w, r, errf(http.StatusForbidden, "identity_not_active", "the identity is not active in this project"))
+		return
+	}
+
+	sub := s.wake.subscribe(p.ProjectID, identityID)
+	defer s.wake.unsubscribe(sub)
+	// Subscribed first, then the head read: an append in between is seen
+	// by one or the other (or both; frames may repeat).
+	if last, ok := parseSeq(r.Header.Get("Last-Event-ID")); ok {
+		head, _, err := s.st.Head(r.Context(), p.ProjectID)
+		if err == nil && head > last {
+			sub.project.publishTo(sub, head, time.Now())
+		}
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", mediaEventStream)
+	h.Set("Cache-Control", wakeCacheControl)
+	h.Set("Vary", "Authorization")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := s.flushWake(rc, nil); err != nil {
+		return
+	}
+	ticker := time.NewTicker(s.wakeHeartbeat())
+	defer ticker.Stop()
+	buf := make([]byte, 0, 512)
+	for {
+		var err error
+		select {
+		case <-r.Context().Done():
+			return
+		case <-sub.gone:
+			s.log.DebugContext(r.Context(), "wake stream ended", "project_id", p.ProjectID, "identity_id", identityID, "cause", errSubscriberDropped)
+			return
+		case f := <-sub.ch:
+			buf, err = appendWakeFrame(buf[:0], identityID, f)
+			if err == nil {
+				err = s.flushWake(rc, func() error { _, err := w.Write(buf); return err })
+			}
+		case <-ticker.C:
+			err = s.flushWake(rc, func() error { _, err := w.Write([]byte(wakeHeartbeatLine)); return err })
+		}
+		if err != nil {
+			s.log.DebugContext(r.Context(), "wake stream ended", "project_id", p.ProjectID, "identity_id", identityID, "err", err)
+			return
+		}
+	}
+}
+
+// flushWake writes (when write is non-nil) and flushes under a fresh write
+// deadline, so a client that stops reading costs at most WakeWriteTimeout.
+func (s *Server) flushWake(rc *http.ResponseController, write func() error) error {
+	_ = rc.SetWriteDeadline(time.Now().Add(s.wakeWriteTimeout()))
+	if write != nil {
+		if err := write(); err != nil {
+			return err
+		}
+	}
+	return rc.Flush()
+}
+
+// appendWakeFrame appends "id: <seq>\nevent: change\ndata: <json>\n\n".
+func appendWakeFrame(dst []byte, identityID string, f wakeFrame) ([]byte, error) {
+	seq := strconv.FormatInt(f.seq, 10)
+	data, err := marshalJSON(wakeEventJSON{
+		Format: wakeEventFormat, Key: wakeKey, Kind: "updated", IdentityID: identityID,
+		OccurredAt: correspondence.FormatTimestamp(f.occurredAt), WakeVersion: f.version,
+		Context: wakeEventContext{ReceivedSeq: seq},
+	})
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, "id: "...)
+	dst = append(dst, seq...)
+	dst = append(dst, "\nevent: change\ndata: "...)
+	dst = append(dst, data...)
+	dst = append(dst, "\n\n"...)
+	return dst, nil
+}
+
+func (s *Server) wakeHeartbeat() time.Duration {
+	if s.cfg.WakeHeartbeat > 0 {
+		return s.cfg.WakeHeartbeat
+	}
+	return DefaultWakeHeartbeat
+}
+
+func (s *Server) wakeWriteTimeout() time.Duration {
+	if s.cfg.WakeWriteTimeout > 0 {
+		return s.cfg.WakeWriteTimeout
+	}
+	return DefaultWakeWriteTimeout
+}
