@@ -288,3 +288,37 @@ func TestFollowStopsOnRefusal(t *testing.T) {
 	}
 	t.Fatal("Follow yielded nothing")
 }
+
+func TestFollowPollsWithoutWake(t *testing.T) {
+	f := newWireRelay(t)
+	s := fixedSession(t)
+	first := postN(t, f, s, 1)
+	c := f.client(t)
+	// A relay without the wake route: every live URL is 404.
+	inner := f.srv.Config.Handler
+	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/wake/voice" {
+			writeErr(w, 404, "not_found", "no such resource", "")
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var got []string
+	for r, err := range c.Follow(ctx, FollowQuery{RepositoryID: testAt().RepositoryID, IdentityID: testSender.IdentityID, PollInterval: 10 * time.Millisecond}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.Event.ID)
+		if len(got) == 1 {
+			postN(t, f, s, 1)
+		}
+		if len(got) == 2 {
+			break
+		}
+	}
+	if got[0] != first[0].ID || got[1] == got[0] {
+		t.Fatalf("got %v", got)
+	}
+}

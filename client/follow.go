@@ -23,7 +23,8 @@ import (
 // IdleTimeout (default 2m) reconnects a stream that sent nothing, not even
 // a heartbeat comment, for that long. ResyncInterval (default 5m; negative
 // disables) replays /events even without a frame, since wake delivery may
-// be missed (spec §9).
+// be missed (spec §9). PollInterval (default 10s) paces replays when the
+// relay has no wake stream (404, 405 or 501 on the live URL).
 type FollowQuery struct {
 	RepositoryID   string
 	ThreadID       string
@@ -31,6 +32,7 @@ type FollowQuery struct {
 	After          int64
 	IdleTimeout    time.Duration
 	ResyncInterval time.Duration
+	PollInterval   time.Duration
 }
 
 // WakeEvent is the data of one wake SSE "change" frame (spec §9). It is an
@@ -58,7 +60,8 @@ type sseFrame struct {
 // correspondence), replays GET /events?after=<cursor> once the stream is
 // open and again after every change frame newer than the cursor, and
 // reconnects with Last-Event-ID and capped exponential backoff when the
-// stream ends, fails or stays silent. Each record is yielded exactly once
+// stream ends, fails or stays silent. A relay without a wake stream (404,
+// 405, 501) is polled every q.PollInterval instead. Each record is yielded exactly once
 // per call even when frames repeat or replays overlap: records at or
 // below the cursor are skipped.
 //
@@ -74,6 +77,9 @@ func (c *Client) Follow(ctx context.Context, q FollowQuery) iter.Seq2[Record, er
 		}
 		if f.q.ResyncInterval == 0 {
 			f.q.ResyncInterval = 5 * time.Minute
+		}
+		if f.q.PollInterval <= 0 {
+			f.q.PollInterval = 10 * time.Second
 		}
 		if err := f.run(ctx); err != nil && !errors.Is(err, errStopped) {
 			yield(Record{}, err)
@@ -148,6 +154,10 @@ func (f *follower) session(ctx context.Context, live string) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	body, err := f.connect(sctx, live)
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed || ae.Status == http.StatusNotImplemented) {
+		return f.poll(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -203,6 +213,22 @@ func (f *follower) session(ctx context.Context, live string) error {
 			if err := f.replay(ctx); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// poll replays every PollInterval, for relays without a wake stream.
+func (f *follower) poll(ctx context.Context) error {
+	t := time.NewTicker(f.q.PollInterval)
+	defer t.Stop()
+	for {
+		if err := f.replay(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +80,7 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 	fs.StringVar(&q.ThreadID, "thread-id", "", "only this thread")
 	fs.StringVar(&q.IdentityID, "identity-id", envOr("ACRELAY_IDENTITY_ID", ""), "active identity the wake stream is addressed to (env ACRELAY_IDENTITY_ID)")
 	fs.Int64Var(&q.After, "after", 0, "start after this received_seq (overrides the cursor file)")
+	fs.DurationVar(&q.PollInterval, "poll-interval", 10*time.Second, "replay pace when the relay has no wake stream")
 	fs.StringVar(&cursorFile, "cursor-file", "", "file keeping the last printed received_seq")
 	return cmd
 }
