@@ -38,6 +38,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"lineage/pending_chain", testPendingChain},
 		{"lineage/non_claim_predecessor", testNonClaimPredecessor},
 		{"append/concurrent", testConcurrentAppends},
+		{"append/stream_coordination", testStreamCoordination},
+		{"couriers/cursors", testCourierCursors},
+		{"couriers/leases", testCourierLeases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
