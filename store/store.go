@@ -197,6 +197,114 @@ type Log interface {
 	// claim events without a valid direct child, expired and released ones
 	// included, sorted by event id. Errors: ErrUnavailable.
 	ClaimTips(ctx context.Context, projectID, repositoryID string) ([]ClaimTip, error)
+
+	// ClaimsSnapshot reads the active-claims projection of one repository
+	// (spec §8, §9) from one consistent read snapshot, without doing lineage
+	// work (callers run ReconcileLineage first). Candidates are branch tips
+	// of kind claim.open or claim.renew whose expires_at is after the
+	// database clock, with q's thread and path filters applied in the scan,
+	// BEFORE a sentinel of ClaimCandidateSentinel+1 rows; the first
+	// MaxActiveClaims in (expires_at, event_id) order are returned, each
+	// with at most MaxCompetitors competing tips (a sentinel row more sets
+	// Truncated). Errors: ErrNotFound (unknown project), ErrUnavailable.
+	ClaimsSnapshot(ctx context.Context, q ClaimsQuery) (ClaimsSnapshot, error)
+
+	// VoiceSnapshot reads the voice parts of spec §9 from one consistent
+	// read snapshot: the ClaimsSnapshot of (repository, thread), the newest
+	// VoiceRecent records newest first (one more sets RecentTruncated), and
+	// the session forks of the tuples in that window, each found by one
+	// per-tuple lookup of at most MaxForkEvents+1 rows (never by grouping
+	// all history). A part that fails after the snapshot began is reported
+	// in Unavailable and left empty; the other parts are still returned.
+	// Errors (total failure): ErrNotFound (unknown project), ErrUnavailable.
+	VoiceSnapshot(ctx context.Context, q VoiceQuery) (VoiceSnapshot, error)
+}
+
+// Projection bounds of spec §8 and §9.
+const (
+	ClaimCandidateSentinel = 512 // candidates read before the cap; one more sets Truncated
+	MaxActiveClaims        = 128 // active rows per claims or voice answer
+	MaxCompetitors         = 16  // competing_event_ids per row; a 17th sets Truncated
+	VoiceRecent            = 50  // recent_events of a voice answer
+	MaxForkEvents          = 16  // event_ids per session fork; a 17th sets Truncated
+)
+
+// ClaimsQuery selects active claims of one repository of one project.
+type ClaimsQuery struct {
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string // "" for every thread
+	Path         string // "" for every path; else claims with a path overlapping it (spec §4)
+}
+
+// ActiveClaim is one active row of the projection (spec §8): an open or
+// renew branch tip not yet expired, its event's scope, and the other tips
+// of its (repository, claim_id), expired and released ones included.
+type ActiveClaim struct {
+	ClaimTip
+	// Scope is the RFC 8785 bytes of the event's whole scope object
+	// {base_revision, branch, paths}.
+	Scope []byte
+	// CompetingEventIDs are the other tips of the claim, sorted, at most
+	// MaxCompetitors; non-empty means conflicted.
+	CompetingEventIDs []string
+}
+
+// ClaimsSnapshot is one consistent read of a repository's projection.
+// Times are the database clock, millisecond precision, UTC; zero when
+// absent.
+type ClaimsSnapshot struct {
+	Head   int64     // the project's newest received_seq; 0 for an empty stream
+	HeadAt time.Time // its received_at
+	Now    time.Time // the database clock the expiry filter used
+	// LineageIncomplete and LineageChangedAt are the persisted flag and
+	// watermark (see LineageWatermark).
+	LineageIncomplete bool
+	LineageChangedAt  time.Time
+	// LastExpiredAt is the newest expires_at among the repository's open
+	// and renew tips that is not after Now (spec §8 evaluated_at (c)).
+	LastExpiredAt time.Time
+	Claims        []ActiveClaim
+	// Truncated: more than ClaimCandidateSentinel candidates, more than
+	// MaxActiveClaims, or more than MaxCompetitors competitors of a row.
+	// It does not include LineageIncomplete.
+	Truncated bool
+}
+
+// VoiceQuery selects the voice snapshot of one repository (spec §9).
+type VoiceQuery struct {
+	ProjectID    string
+	RepositoryID string
+	ThreadID     string // "" for every thread
+}
+
+// SessionFork is two or more events sharing one (identity, device,
+// session, session_seq) (spec §7). EventIDs are sorted, at most
+// MaxForkEvents; Truncated when more exist.
+type SessionFork struct {
+	IdentityID string
+	DeviceID   string
+	SessionID  string
+	SessionSeq int64
+	EventIDs   []string
+	Truncated  bool
+}
+
+// Voice parts that may be reported in VoiceSnapshot.Unavailable.
+const (
+	VoicePartClaims       = "active_claims"
+	VoicePartSessionForks = "session_forks"
+)
+
+// VoiceSnapshot is one consistent read of the voice parts (spec §9).
+type VoiceSnapshot struct {
+	ClaimsSnapshot
+	Recent          []Record // newest first, at most VoiceRecent
+	RecentTruncated bool     // older records of the selection exist
+	// SessionForks of the tuples seen in Recent, in order of first
+	// appearance there; at most one row per tuple.
+	SessionForks []SessionFork
+	Unavailable  []string // parts that failed: VoicePart*
 }
 
 // ClaimTip is one branch tip of the claim-lineage projection (spec §8).
