@@ -40,9 +40,9 @@ func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []
 		return store.AppendResult{}, err
 	}
 	var res store.AppendResult
-	err = db.submit(ctx, "append", func(ctx context.Context, tx *sql.Tx) error {
+	err = db.submit(ctx, "append", func(t *txn) error {
 		var err error
-		res, err = appendTx(ctx, tx, in)
+		res, err = appendTx(t, in)
 		return err
 	})
 	if err != nil {
@@ -71,13 +71,13 @@ func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, er
 	return in, nil
 }
 
-func appendTx(ctx context.Context, tx *sql.Tx, in appendInput) (store.AppendResult, error) {
+func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if err := mustExist(ctx, tx, projectExists, ev.ProjectID); err != nil {
+	if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
 		return store.AppendResult{}, err
 	}
 	var idStatus, keyStatus string
-	err := tx.QueryRowContext(ctx, selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+	err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
 		Scan(&idStatus, &keyStatus)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && (idStatus != store.StatusActive || keyStatus != store.StatusActive) {
 		return store.AppendResult{}, store.ErrSenderNotActive
@@ -87,62 +87,62 @@ func appendTx(ctx context.Context, tx *sql.Tx, in appendInput) (store.AppendResu
 	}
 
 	var stored []byte
-	err = tx.QueryRowContext(ctx, selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
+	err = t.queryRow(selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
 	switch {
 	case err == nil:
 		if !bytes.Equal(stored, in.canonical) {
 			return store.AppendResult{}, store.ErrEventIDCollision
 		}
-		return finishAppend(ctx, tx, in, false)
+		return finishAppend(t, in, false)
 	case !errors.Is(err, sql.ErrNoRows):
 		return store.AppendResult{}, err
 	}
 
 	var seq int64
 	var at string
-	if err := tx.QueryRowContext(ctx, nextReceipt, ev.ProjectID).Scan(&seq, &at); err != nil {
+	if err := t.queryRow(nextReceipt, ev.ProjectID).Scan(&seq, &at); err != nil {
 		return store.AppendResult{}, err
 	}
-	if _, err := tx.ExecContext(ctx, insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
+	if _, err := t.exec(insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
 		string(ev.Kind), ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq,
 		in.canonical); err != nil {
 		return store.AppendResult{}, err
 	}
 	for _, p := range ev.Parents {
-		if _, err := tx.ExecContext(ctx, insertParent, ev.ProjectID, ev.ID, p); err != nil {
+		if _, err := t.exec(insertParent, ev.ProjectID, ev.ID, p); err != nil {
 			return store.AppendResult{}, err
 		}
 	}
 	status := correspondence.LineageNotApplicable
 	if in.isClaim {
 		var err error
-		if status, err = placeClaim(ctx, tx, in, seq); err != nil {
+		if status, err = placeClaim(t, in, seq); err != nil {
 			return store.AppendResult{}, err
 		}
 	}
 	// Any arrival that is not itself pending readies the claims waiting on
 	// it, whatever its kind (spec §8).
 	if status != correspondence.LineagePending {
-		if err := releaseWaitersOf(ctx, tx, ev.ProjectID, ev.ID); err != nil {
+		if err := releaseWaitersOf(t, ev.ProjectID, ev.ID); err != nil {
 			return store.AppendResult{}, err
 		}
 	}
-	return finishAppend(ctx, tx, in, true)
+	return finishAppend(t, in, true)
 }
 
 // finishAppend resolves this append's share of the ready frontier, then
 // reads back the record and derives the warnings from what is stored.
-func finishAppend(ctx context.Context, tx *sql.Tx, in appendInput, created bool) (store.AppendResult, error) {
+func finishAppend(t *txn, in appendInput, created bool) (store.AppendResult, error) {
 	ev := in.ev
-	if _, err := reconcile(ctx, tx, ev.ProjectID, appendFrontierBudget); err != nil {
+	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget); err != nil {
 		return store.AppendResult{}, err
 	}
-	rec, err := scanRecord(tx.QueryRowContext(ctx, selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
+	rec, err := scanRecord(t.queryRow(selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
 	if err != nil {
 		return store.AppendResult{}, err
 	}
 	res := store.AppendResult{Record: rec, Created: created}
-	forks, err := sessionTuple(ctx, tx, ev)
+	forks, err := sessionTuple(t, ev)
 	if err != nil {
 		return store.AppendResult{}, err
 	}
@@ -165,8 +165,8 @@ func finishAppend(ctx context.Context, tx *sql.Tx, in appendInput, created bool)
 
 // sessionTuple lists the ids of the events sharing ev's (identity, device,
 // session, session_seq), sorted; more than one is a session fork (spec §7).
-func sessionTuple(ctx context.Context, tx *sql.Tx, ev *correspondence.Event) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, selectSessionTuple, ev.ProjectID, ev.Sender.IdentityID, ev.Sender.DeviceID,
+func sessionTuple(t *txn, ev *correspondence.Event) ([]string, error) {
+	rows, err := t.query(selectSessionTuple, ev.ProjectID, ev.Sender.IdentityID, ev.Sender.DeviceID,
 		ev.Sender.SessionID, ev.SessionSeq)
 	if err != nil {
 		return nil, err
@@ -190,11 +190,11 @@ type lineageRow struct {
 	root   string
 }
 
-func loadLineage(ctx context.Context, tx *sql.Tx, projectID, eventID string) (lineageRow, bool, error) {
+func loadLineage(t *txn, projectID, eventID string) (lineageRow, bool, error) {
 	var r lineageRow
 	var kind, paths string
 	var expires sql.NullString
-	err := tx.QueryRowContext(ctx, selectLineage, projectID, eventID).Scan(&r.node.RepositoryID, &r.node.ThreadID,
+	err := t.queryRow(selectLineage, projectID, eventID).Scan(&r.node.RepositoryID, &r.node.ThreadID,
 		&r.node.ClaimID, &r.node.IdentityID, &kind, &r.node.Generation, &r.node.PredecessorEventID, &paths,
 		&expires, &r.status, &r.root)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -216,14 +216,14 @@ func loadLineage(ctx context.Context, tx *sql.Tx, projectID, eventID string) (li
 // records it (spec §8): claim.open is valid and a tip; a renew/release
 // whose predecessor is absent or pending waits for it; otherwise
 // correspondence.Successor decides.
-func placeClaim(ctx context.Context, tx *sql.Tx, in appendInput, seq int64) (correspondence.LineageStatus, error) {
+func placeClaim(t *txn, in appendInput, seq int64) (correspondence.LineageStatus, error) {
 	ev, n := in.ev, in.node
 	status, root := correspondence.LineagePending, ""
 	if n.Kind == correspondence.KindClaimOpen {
 		status, root = correspondence.LineageValid, n.IdentityID
 	} else {
 		var err error
-		status, root, err = judge(ctx, tx, ev.ProjectID, n)
+		status, root, err = judge(t, ev.ProjectID, n)
 		if err != nil {
 			return "", err
 		}
@@ -232,17 +232,17 @@ func placeClaim(ctx context.Context, tx *sql.Tx, in appendInput, seq int64) (cor
 	if !n.ExpiresAt.IsZero() {
 		expires = correspondence.FormatTimestamp(n.ExpiresAt)
 	}
-	if _, err := tx.ExecContext(ctx, insertLineage, ev.ProjectID, ev.ID, seq, n.RepositoryID, n.ThreadID, n.ClaimID,
+	if _, err := t.exec(insertLineage, ev.ProjectID, ev.ID, seq, n.RepositoryID, n.ThreadID, n.ClaimID,
 		n.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, string(n.Kind), n.Generation, n.PredecessorEventID,
 		in.paths, expires, string(status), root); err != nil {
 		return "", err
 	}
 	switch status {
 	case correspondence.LineagePending:
-		_, err := tx.ExecContext(ctx, insertWaiting, ev.ProjectID, n.PredecessorEventID, ev.ID)
+		_, err := t.exec(insertWaiting, ev.ProjectID, n.PredecessorEventID, ev.ID)
 		return status, err
 	case correspondence.LineageValid:
-		return status, becomeTip(ctx, tx, ev.ProjectID, n, root)
+		return status, becomeTip(t, ev.ProjectID, n, root)
 	}
 	return status, nil
 }
@@ -250,14 +250,14 @@ func placeClaim(ctx context.Context, tx *sql.Tx, in appendInput, seq int64) (cor
 // judge decides a renew/release child from its stored predecessor: pending
 // when the predecessor is absent or pending, else Successor's verdict. A
 // stored predecessor that is not a claim event makes the child invalid.
-func judge(ctx context.Context, tx *sql.Tx, projectID string, child correspondence.LineageNode) (correspondence.LineageStatus, string, error) {
-	pred, isClaim, err := loadLineage(ctx, tx, projectID, child.PredecessorEventID)
+func judge(t *txn, projectID string, child correspondence.LineageNode) (correspondence.LineageStatus, string, error) {
+	pred, isClaim, err := loadLineage(t, projectID, child.PredecessorEventID)
 	if err != nil {
 		return "", "", err
 	}
 	if !isClaim {
 		var one int
-		err := tx.QueryRowContext(ctx, eventExists, projectID, child.PredecessorEventID).Scan(&one)
+		err := t.queryRow(eventExists, projectID, child.PredecessorEventID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return correspondence.LineagePending, "", nil
 		}
@@ -278,53 +278,53 @@ func judge(ctx context.Context, tx *sql.Tx, projectID string, child corresponden
 
 // becomeTip makes a newly valid event a branch tip and ends its
 // predecessor's tip: a valid direct child now exists (spec §8).
-func becomeTip(ctx context.Context, tx *sql.Tx, projectID string, n correspondence.LineageNode, root string) error {
+func becomeTip(t *txn, projectID string, n correspondence.LineageNode, root string) error {
 	if n.PredecessorEventID != "" {
-		if _, err := tx.ExecContext(ctx, deleteTip, projectID, n.PredecessorEventID); err != nil {
+		if _, err := t.exec(deleteTip, projectID, n.PredecessorEventID); err != nil {
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, insertTip, root, projectID, n.EventID)
+	_, err := t.exec(insertTip, root, projectID, n.EventID)
 	return err
 }
 
 // releaseWaitersOf moves the children waiting on eventID to the frontier.
-func releaseWaitersOf(ctx context.Context, tx *sql.Tx, projectID, eventID string) error {
-	if _, err := tx.ExecContext(ctx, releaseWaiters, projectID, eventID); err != nil {
+func releaseWaitersOf(t *txn, projectID, eventID string) error {
+	if _, err := t.exec(releaseWaiters, projectID, eventID); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, deleteWaiters, projectID, eventID)
+	_, err := t.exec(deleteWaiters, projectID, eventID)
 	return err
 }
 
 // reconcile resolves at most budget ready-frontier rows of the project, in
 // arrival order, including rows readied along the way; then persists the
 // incomplete flag and, when a lineage or tip row changed, the watermark.
-func reconcile(ctx context.Context, tx *sql.Tx, projectID string, budget int) (incomplete bool, err error) {
+func reconcile(t *txn, projectID string, budget int) (incomplete bool, err error) {
 	changed := false
 	for range budget {
 		var rowID int64
 		var eventID string
-		err := tx.QueryRowContext(ctx, selectFrontierHead, projectID).Scan(&rowID, &eventID)
+		err := t.queryRow(selectFrontierHead, projectID).Scan(&rowID, &eventID)
 		if errors.Is(err, sql.ErrNoRows) {
 			break
 		}
 		if err != nil {
 			return false, err
 		}
-		if _, err := tx.ExecContext(ctx, deleteFrontierRow, rowID); err != nil {
+		if _, err := t.exec(deleteFrontierRow, rowID); err != nil {
 			return false, err
 		}
-		c, err := resolveOne(ctx, tx, projectID, eventID)
+		c, err := resolveOne(t, projectID, eventID)
 		if err != nil {
 			return false, err
 		}
 		changed = changed || c
 	}
-	if err := tx.QueryRowContext(ctx, frontierRemains, projectID).Scan(&incomplete); err != nil {
+	if err := t.queryRow(frontierRemains, projectID).Scan(&incomplete); err != nil {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, updateLineageFlags, incomplete, changed, projectID); err != nil {
+	if _, err := t.exec(updateLineageFlags, incomplete, changed, projectID); err != nil {
 		return false, err
 	}
 	return incomplete, nil
@@ -332,28 +332,28 @@ func reconcile(ctx context.Context, tx *sql.Tx, projectID string, budget int) (i
 
 // resolveOne re-judges one frontier child; changed reports a lineage row
 // update.
-func resolveOne(ctx context.Context, tx *sql.Tx, projectID, eventID string) (changed bool, err error) {
-	child, ok, err := loadLineage(ctx, tx, projectID, eventID)
+func resolveOne(t *txn, projectID, eventID string) (changed bool, err error) {
+	child, ok, err := loadLineage(t, projectID, eventID)
 	if err != nil || !ok || child.status != correspondence.LineagePending {
 		return false, err
 	}
-	status, root, err := judge(ctx, tx, projectID, child.node)
+	status, root, err := judge(t, projectID, child.node)
 	if err != nil {
 		return false, err
 	}
 	if status == correspondence.LineagePending {
-		_, err := tx.ExecContext(ctx, insertWaiting, projectID, child.node.PredecessorEventID, eventID)
+		_, err := t.exec(insertWaiting, projectID, child.node.PredecessorEventID, eventID)
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, updateLineage, string(status), root, projectID, eventID); err != nil {
+	if _, err := t.exec(updateLineage, string(status), root, projectID, eventID); err != nil {
 		return false, err
 	}
 	if status == correspondence.LineageValid {
-		if err := becomeTip(ctx, tx, projectID, child.node, root); err != nil {
+		if err := becomeTip(t, projectID, child.node, root); err != nil {
 			return false, err
 		}
 	}
-	return true, releaseWaitersOf(ctx, tx, projectID, eventID)
+	return true, releaseWaitersOf(t, projectID, eventID)
 }
 
 // ReconcileLineage resolves at most max frontier rows in a short write
@@ -361,12 +361,12 @@ func resolveOne(ctx context.Context, tx *sql.Tx, projectID, eventID string) (cha
 // project's appends). See store.Log.ReconcileLineage.
 func (db *DB) ReconcileLineage(ctx context.Context, projectID string, max int) (bool, error) {
 	var incomplete bool
-	err := db.submit(ctx, "reconcile lineage", func(ctx context.Context, tx *sql.Tx) error {
-		if err := mustExist(ctx, tx, projectExists, projectID); err != nil {
+	err := db.submit(ctx, "reconcile lineage", func(t *txn) error {
+		if err := t.mustExist(projectExists, projectID); err != nil {
 			return err
 		}
 		var err error
-		incomplete, err = reconcile(ctx, tx, projectID, max)
+		incomplete, err = reconcile(t, projectID, max)
 		return err
 	})
 	return incomplete, err

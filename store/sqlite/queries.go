@@ -60,7 +60,8 @@ const (
 
 	// selectSessionTuple lists the events sharing one (identity, device,
 	// session, session_seq); more than one is a session fork (spec §7).
-	selectSessionTuple = `SELECT event_id FROM events
+	// The planner would otherwise walk events_event_id to skip the sort.
+	selectSessionTuple = `SELECT event_id FROM events INDEXED BY events_session
 		WHERE project_id = ? AND identity_id = ? AND device_id = ? AND session_id = ? AND session_seq = ?
 		ORDER BY event_id LIMIT 17`
 )
@@ -110,7 +111,7 @@ const (
 
 	selectTips = `SELECT event_id, received_seq, repository_id, thread_id, claim_id, kind, generation,
 		root_identity_id, device_id, session_id, paths, expires_at
-		FROM claim_tips WHERE project_id = ? AND repository_id = ? ORDER BY event_id`
+		FROM claim_tips INDEXED BY claim_tips_claim WHERE project_id = ? AND repository_id = ? ORDER BY event_id`
 )
 
 // Reads.

@@ -42,8 +42,9 @@ type Options struct {
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
-	w        *sql.DB // one connection: the group committer and registry writes
-	r        *sql.DB // query_only pool: reads never wait for the writer
+	w        *sql.DB              // one connection: the group committer and registry writes
+	stmts    map[string]*sql.Stmt // prepared on w; used only by the writer goroutine
+	r        *sql.DB              // query_only pool: reads never wait for the writer
 	logger   *slog.Logger
 	maxBatch int
 
@@ -88,6 +89,11 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		w.Close()
 		return nil, err
 	}
+	st, err := prepare(ctx, w)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
 	r, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
@@ -104,6 +110,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	db := &DB{
 		w:        w,
 		r:        r,
+		stmts:    st,
 		logger:   logger,
 		maxBatch: opts.MaxBatch,
 		queue:    make(chan *job, 4*opts.MaxBatch),
@@ -145,6 +152,9 @@ func (db *DB) Close() error {
 	close(db.queue)
 	db.mu.Unlock()
 	<-db.done
+	for _, s := range db.stmts {
+		s.Close()
+	}
 	return errors.Join(db.w.Close(), db.r.Close())
 }
 
@@ -430,10 +440,67 @@ func wrapErr(op string, err error) error {
 
 // mustExist returns store.ErrNotFound unless query (a SELECT 1 …) has a row.
 func mustExist(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	return (&txn{ctx: ctx, tx: tx}).mustExist(query, args...)
+}
+
+// mustExist is the package mustExist with the writer's prepared statements.
+func (t *txn) mustExist(query string, args ...any) error {
 	var one int
-	err := tx.QueryRowContext(ctx, query, args...).Scan(&one)
+	err := t.queryRow(query, args...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	return err
+}
+
+// txn is one write transaction with the writer's prepared statements:
+// modernc.org/sqlite parses a statement on every unprepared call, which
+// was half of an append's CPU time. Queries not in st run unprepared.
+type txn struct {
+	ctx context.Context
+	tx  *sql.Tx
+	st  map[string]*sql.Stmt
+}
+
+func (t *txn) exec(q string, args ...any) (sql.Result, error) {
+	if s, ok := t.st[q]; ok {
+		return t.tx.StmtContext(t.ctx, s).ExecContext(t.ctx, args...)
+	}
+	return t.tx.ExecContext(t.ctx, q, args...)
+}
+
+func (t *txn) queryRow(q string, args ...any) *sql.Row {
+	if s, ok := t.st[q]; ok {
+		return t.tx.StmtContext(t.ctx, s).QueryRowContext(t.ctx, args...)
+	}
+	return t.tx.QueryRowContext(t.ctx, q, args...)
+}
+
+func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
+	if s, ok := t.st[q]; ok {
+		return t.tx.StmtContext(t.ctx, s).QueryContext(t.ctx, args...)
+	}
+	return t.tx.QueryContext(t.ctx, q, args...)
+}
+
+// writerStatements are prepared once on the writer connection at Open.
+var writerStatements = []string{
+	projectExists, selectSender, selectCanonical, nextReceipt, insertEvent, insertParent, selectSessionTuple,
+	insertLineage, selectLineage, updateLineage, eventExists, insertWaiting, releaseWaiters, deleteWaiters,
+	selectFrontierHead, deleteFrontierRow, frontierRemains, updateLineageFlags, insertTip, deleteTip, selectRecord,
+}
+
+func prepare(ctx context.Context, w *sql.DB) (map[string]*sql.Stmt, error) {
+	st := make(map[string]*sql.Stmt, len(writerStatements))
+	for _, q := range writerStatements {
+		s, err := w.PrepareContext(ctx, q)
+		if err != nil {
+			for _, s := range st {
+				s.Close()
+			}
+			return nil, mapErr("prepare", err)
+		}
+		st[q] = s
+	}
+	return st, nil
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/acrelay/acrelay/store"
@@ -13,7 +12,7 @@ import (
 // the submitter reads only after done delivers nil.
 type job struct {
 	ctx  context.Context // the submitter's; checked before run, never used for SQL
-	run  func(ctx context.Context, tx *sql.Tx) error
+	run  func(t *txn) error
 	done chan error // buffered: the writer never blocks on a departed submitter
 }
 
@@ -21,7 +20,7 @@ type job struct {
 // ends first, submit returns ctx's error; the job is then skipped if it has
 // not started, or commits normally if it has (an exact retry returns its
 // receipt).
-func (db *DB) submit(ctx context.Context, op string, run func(ctx context.Context, tx *sql.Tx) error) error {
+func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) error {
 	j := &job{ctx: ctx, run: run, done: make(chan error, 1)}
 	db.mu.RLock()
 	if db.closed {
@@ -97,6 +96,7 @@ func (db *DB) runBatch(batch []*job) {
 		fail(err)
 		return
 	}
+	t := &txn{ctx: ctx, tx: tx, st: db.stmts}
 	for i, j := range batch {
 		if err := j.ctx.Err(); err != nil {
 			errs[i] = err
@@ -107,7 +107,7 @@ func (db *DB) runBatch(batch []*job) {
 			fail(err)
 			return
 		}
-		if err := j.run(ctx, tx); err != nil {
+		if err := j.run(t); err != nil {
 			errs[i] = err
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO append"); err != nil {
 				tx.Rollback()
