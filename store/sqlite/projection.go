@@ -80,7 +80,7 @@ func (db *DB) ClaimsSnapshot(ctx context.Context, q store.ClaimsQuery) (store.Cl
 		return store.ClaimsSnapshot{}, mapErr("claims snapshot", err)
 	}
 	defer tx.Rollback()
-	snap, now, err := readSnapshotHead(ctx, tx, q.ProjectID, q.RepositoryID)
+	snap, now, err := readSnapshotHead(ctx, tx, q.ProjectID)
 	if err != nil {
 		return store.ClaimsSnapshot{}, wrapErr("claims snapshot", err)
 	}
@@ -98,7 +98,7 @@ func (db *DB) VoiceSnapshot(ctx context.Context, q store.VoiceQuery) (store.Voic
 		return store.VoiceSnapshot{}, mapErr("voice snapshot", err)
 	}
 	defer tx.Rollback()
-	head, now, err := readSnapshotHead(ctx, tx, q.ProjectID, q.RepositoryID)
+	head, now, err := readSnapshotHead(ctx, tx, q.ProjectID)
 	if err != nil {
 		return store.VoiceSnapshot{}, wrapErr("voice snapshot", err)
 	}
@@ -133,12 +133,11 @@ func (db *DB) VoiceSnapshot(ctx context.Context, q store.VoiceQuery) (store.Voic
 	return v, nil
 }
 
-// readSnapshotHead fills the head, lineage and clock fields and evaluated_at
-// input (c); it returns the clock as the schema's text for the queries
+// readSnapshotHead fills the head, lineage and clock fields; it returns the clock as the schema's text for the queries
 // that follow. store.ErrNotFound for an unknown project.
-func readSnapshotHead(ctx context.Context, tx *sql.Tx, projectID, repositoryID string) (store.ClaimsSnapshot, string, error) {
+func readSnapshotHead(ctx context.Context, tx *sql.Tx, projectID string) (store.ClaimsSnapshot, string, error) {
 	var snap store.ClaimsSnapshot
-	var headAt, changedAt, lastExpired sql.NullString
+	var headAt, changedAt sql.NullString
 	var now string
 	err := tx.QueryRowContext(ctx, snapshotHead, projectID).Scan(&snap.Head, &headAt, &snap.LineageIncomplete, &changedAt, &now)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -147,16 +146,19 @@ func readSnapshotHead(ctx context.Context, tx *sql.Tx, projectID, repositoryID s
 	if err != nil {
 		return store.ClaimsSnapshot{}, "", err
 	}
-	if err := tx.QueryRowContext(ctx, lastExpiredTip, projectID, repositoryID, now).Scan(&lastExpired); err != nil {
-		return store.ClaimsSnapshot{}, "", err
-	}
-	snap.HeadAt, snap.LineageChangedAt, snap.LastExpiredAt = parseNullTime(headAt), parseNullTime(changedAt), parseNullTime(lastExpired)
+	snap.HeadAt, snap.LineageChangedAt = parseNullTime(headAt), parseNullTime(changedAt)
 	snap.Now = parseTime(now)
 	return snap, now, nil
 }
 
-// readActiveClaims fills snap.Claims and snap.Truncated (spec §8 bounds).
+// readActiveClaims fills snap.LastExpiredAt, snap.Claims and snap.Truncated
+// (spec §8 bounds).
 func readActiveClaims(ctx context.Context, tx *sql.Tx, q store.ClaimsQuery, now string, snap *store.ClaimsSnapshot) error {
+	var lastExpired sql.NullString
+	if err := tx.QueryRowContext(ctx, lastExpiredTip, q.ProjectID, q.RepositoryID, now).Scan(&lastExpired); err != nil {
+		return err
+	}
+	snap.LastExpiredAt = parseNullTime(lastExpired)
 	rows, err := tx.QueryContext(ctx, claimCandidates, q.ProjectID, q.RepositoryID, now, q.ThreadID, q.Path,
 		store.ClaimCandidateSentinel+1)
 	if err != nil {
