@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +27,7 @@ func newConformanceCmd() *cobra.Command {
 		Use:   "conformance",
 		Short: "Check this build against the protocol vectors, or a relay over HTTP",
 	}
-	cmd.AddCommand(newConformanceVectorsCmd())
+	cmd.AddCommand(newConformanceVectorsCmd(), newConformanceHTTPCmd())
 	return cmd
 }
 
@@ -61,23 +64,7 @@ file named by --shared-dir cannot be read.`,
 			if err != nil {
 				return &exitError{code: exitSetup, err: err}
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				b, err := json.Marshal(report)
-				if err != nil {
-					return err
-				}
-				if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
-					return err
-				}
-				writeFailures(cmd.ErrOrStderr(), report)
-			} else if err := writeVectorReport(out, report); err != nil {
-				return err
-			}
-			if n := report.Failed(); n > 0 {
-				return &exitError{code: exitNonconforming, err: fmt.Errorf("%d vector checks failed", n)}
-			}
-			return nil
+			return printReport(cmd, report, asJSON, "vector")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"groups":[…],"failed":N} as JSON`)
@@ -85,9 +72,31 @@ file named by --shared-dir cannot be read.`,
 	return cmd
 }
 
-// writeVectorReport prints the human form of a vector run: one line per
-// group, the errata with explanations, notes, failures and a total.
-func writeVectorReport(w io.Writer, r conformance.Report) error {
+// printReport prints a report as text or JSON and turns failures into
+// exit status 1. what names the checks in the error ("vector", "HTTP").
+func printReport(cmd *cobra.Command, report conformance.Report, asJSON bool, what string) error {
+	out := cmd.OutOrStdout()
+	if asJSON {
+		b, err := json.Marshal(report)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
+			return err
+		}
+		writeFailures(cmd.ErrOrStderr(), report)
+	} else if err := writeReport(out, report); err != nil {
+		return err
+	}
+	if n := report.Failed(); n > 0 {
+		return &exitError{code: exitNonconforming, err: fmt.Errorf("%d %s checks failed", n, what)}
+	}
+	return nil
+}
+
+// writeReport prints the human form of a run: one line per group, the
+// errata with explanations, notes, failures and a total.
+func writeReport(w io.Writer, r conformance.Report) error {
 	ew := &errWriter{w: w}
 	for _, g := range r.Groups {
 		ew.printf("%s: %d passed, %d failed, %s\n", g.Title(), g.Passed, g.Failed, plural(len(g.Errata), "erratum", "errata"))
@@ -141,3 +150,74 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }
+
+func newConformanceHTTPCmd() *cobra.Command {
+	var (
+		asJSON                bool
+		baseURL, tok, tokFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "http",
+		Short: "Check a running relay over HTTP, black-box",
+		Long: `HTTP runs the black-box suite against a relay: given its URL and a project
+token with the admin scope, it registers a fresh identity and Ed25519 key,
+creates a read+append and a read-only token, posts every body_matrix kind in
+a fresh repository, and checks retry semantics, refusal codes, replay and
+paging, negotiation, Vary/Cache-Control/ETag/304/HEAD, Link and
+Link-Template, a claim lineage through /claims and /voice; it ends by
+deactivating the identity and revoking both tokens. It prints one line per
+group like "conformance vectors" (--json: the same JSON shape).
+
+The token comes from --token, --token-file, ` + envConformanceToken + ` or
+` + envConformanceToken + `_FILE; it is never printed.
+
+Exit status: 0 when every check passes, 1 on any failure, 2 without a URL
+or token.`,
+		Example: `  acrelay conformance http --url http://127.0.0.1:8080 --token-file admin.token`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if baseURL == "" {
+				return &exitError{code: exitSetup, err: errors.New("--url is required")}
+			}
+			secret, err := secretFrom(tok, tokFile, envConformanceToken)
+			if err != nil {
+				return &exitError{code: exitSetup, err: err}
+			}
+			report := conformance.RunHTTP(cmd.Context(), baseURL, secret)
+			return printReport(cmd, report, asJSON, "HTTP")
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"groups":[…],"failed":N} as JSON`)
+	cmd.Flags().StringVar(&baseURL, "url", envOr("ACRELAY_CONFORMANCE_URL", ""), "relay base URL (env ACRELAY_CONFORMANCE_URL)")
+	cmd.Flags().StringVar(&tok, "token", "", "project token with the admin scope (env "+envConformanceToken+")")
+	cmd.Flags().StringVar(&tokFile, "token-file", "", "file holding the token (env "+envConformanceToken+"_FILE)")
+	return cmd
+}
+
+const envConformanceToken = "ACRELAY_CONFORMANCE_TOKEN"
+
+// secretFrom returns a secret from the flag, the flag's file, the
+// environment variable env, or the file named by env_FILE, in that order.
+func secretFrom(flagValue, flagFile, env string) (string, error) {
+	file := flagFile
+	switch {
+	case flagValue != "":
+		return flagValue, nil
+	case file != "":
+	case os.Getenv(env) != "":
+		return os.Getenv(env), nil
+	case os.Getenv(env+"_FILE") != "":
+		file = os.Getenv(env + "_FILE")
+	default:
+		return "", errors.New("a token is required (--token, --token-file or " + env + ")")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", errors.New("the token file is empty")
+	}
+	return s, nil
+}

@@ -126,3 +126,63 @@ func TestConformanceVectorsSetup(t *testing.T) {
 		t.Errorf("missing public file: exit %d (%v), want 2", exitCode(err), err)
 	}
 }
+
+func TestConformanceHTTP(t *testing.T) {
+	url, tok, _ := testRelay(t)
+	tokFile := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, newConformanceCmd(), "", "http", "--url", url, "--token-file", tokFile)
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, out)
+	}
+	for _, want := range []string{
+		"http setup: 5 passed, 0 failed, 0 errata\n",
+		"http body_matrix: 21 passed, 0 failed, 0 errata\n",
+		"http lifecycle: 4 passed, 0 failed, 0 errata\n",
+		"\ntotal: 100 passed, 0 failed, 0 errata\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, tok) {
+		t.Error("the output quotes the token")
+	}
+
+	// The token from the environment, JSON output.
+	t.Setenv(envConformanceToken, tok)
+	out, err = runCmd(t, newConformanceCmd(), "", "http", "--json", "--url", url)
+	if err != nil || !strings.HasPrefix(out, `{"groups":[{"name":"http setup","passed":5,"failed":0,"errata":0},`) ||
+		!strings.HasSuffix(out, `],"failed":0}`+"\n") {
+		t.Errorf("--json: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+
+	// A token without the admin scope fails setup: exit 1.
+	out, err = runCmd(t, newConformanceCmd(), "", "http", "--url", url, "--token", "acr_not_a_real_token")
+	if exitCode(err) != exitNonconforming || !strings.Contains(out, "http setup: 0 passed, 1 failed, 0 errata\n") {
+		t.Errorf("bad token: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+}
+
+func TestConformanceHTTPFlags(t *testing.T) {
+	t.Setenv(envConformanceToken, "")
+	t.Setenv(envConformanceToken+"_FILE", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"no url", []string{"http", "--token", "x"}, "--url is required"},
+		{"no token", []string{"http", "--url", "http://127.0.0.1:1"}, "a token is required"},
+		{"unreadable token file", []string{"http", "--url", "http://127.0.0.1:1", "--token-file", "/nonexistent/token"}, "read token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCmd(t, newConformanceCmd(), "", tc.args...)
+			if exitCode(err) != exitSetup || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("exit %d (%v), want 2 and %q", exitCode(err), err, tc.err)
+			}
+		})
+	}
+}
