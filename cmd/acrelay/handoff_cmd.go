@@ -14,9 +14,9 @@ func init() { rootCmd.AddCommand(newHandoffCmd()) }
 func newHandoffCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "handoff",
-		Short: "Handoff contracts v1: validation",
+		Short: "Handoff contracts v1: validate locally; put, get and transition on a relay",
 	}
-	cmd.AddCommand(newHandoffValidateCmd())
+	cmd.AddCommand(newHandoffValidateCmd(), newHandoffPutCmd(), newHandoffGetCmd(), newHandoffTransitionCmd())
 	return cmd
 }
 
