@@ -82,21 +82,8 @@ func recordOf(rec store.Record) recordJSON {
 	}
 }
 
-// RecordJSON returns the immutable RFC 8785 bytes of {event, receipt}: the
-// Atom entry content and courier payload. rec.Event is already canonical,
-// and "event" < "receipt", "received_at" < "received_seq" in UTF-16 order.
-func RecordJSON(rec store.Record) []byte {
-	r := receiptOf(rec)
-	b := make([]byte, 0, len(rec.Event)+96)
-	b = append(b, `{"event":`...)
-	b = append(b, rec.Event...)
-	b = append(b, `,"receipt":{"received_at":"`...)
-	b = append(b, r.ReceivedAt...)
-	b = append(b, `","received_seq":"`...)
-	b = append(b, r.ReceivedSeq...)
-	b = append(b, `"}}`...)
-	return b
-}
+// RecordJSON returns the immutable RFC 8785 bytes of {event, receipt}.
+func RecordJSON(rec store.Record) []byte { return rec.ImmutableJSON() }
 
 // handleEventsPost appends one signed event (spec §3, §6, §7, §9).
 func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
