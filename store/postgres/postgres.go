@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/acrelay/acrelay/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ store.Store = (*DB)(nil)
+
+// maxAttempts bounds how often a transaction that failed with a
+// serialization failure or deadlock (or before reaching the server) runs.
+const maxAttempts = 3
+
+// DB is the PostgreSQL store. It is safe for concurrent use.
+type DB struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+// Open connects to the database at url (a postgres:// URL or key=value
+// DSN; pool_max_conns and the other pgxpool parameters apply), applies the
+// embedded migrations and returns the store. Errors: store.ErrUnavailable
+// when the database cannot be reached or migrated; a malformed url is
+// reported without echoing it (it may hold a password).
+func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New("open postgres: the database url does not parse")
+	}
+	if err := migrate(ctx, cfg.ConnConfig.Copy(), logger); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, mapErr("open postgres", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, mapErr("open postgres", err)
+	}
+	return &DB{pool: pool, logger: logger}, nil
+}
+
+// migrate applies the embedded migrations through a database/sql handle,
+// holding goose's session-level advisory lock.
+func migrate(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	sdb := stdlib.OpenDB(*cc)
+	defer sdb.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sdb, sub,
+		goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		logger.Error("postgres migration failed", "err", mapErr("migrate", err))
+		return fmt.Errorf("migrate: %w", store.ErrUnavailable)
+	}
+	for _, r := range results {
+		logger.Info("postgres migration applied", "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Close closes every connection of the pool, waiting for those in use.
+// Calling it twice is harmless.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// streamLockKey is the advisory-lock key of a project's stream: the first 8
+// bytes of SHA-256 over a fixed prefix and the project id. Stable across
+// processes, versions and PostgreSQL releases (unlike hashtext), and
+// prefixed so it does not meet other applications' keys by accident.
+func streamLockKey(projectID string) int64 {
+	sum := sha256.Sum256([]byte("acrelay/stream-lock\x00" + projectID))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// lockStream takes the project's stream lock until the transaction ends.
+// It must be a statement of its own: see doc.go.
+func lockStream(ctx context.Context, tx pgx.Tx, projectID string) error {
+	_, err := tx.Exec(ctx, lockStreamSQL, streamLockKey(projectID))
+	return err
+}
+
+// inTx runs fn in one transaction and commits. A serialization failure, a
+// deadlock, or a failure before anything reached the server is retried
+// (maxAttempts in all, short backoff); fn must therefore only write its
+// results to its own variables on success paths it can repeat. Errors fn
+// returns that are already store sentinels pass through.
+func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginTxFunc(ctx, db.pool, opts, fn)
+		if err == nil {
+			return nil
+		}
+		if attempt < maxAttempts && retryable(err) && ctx.Err() == nil {
+			db.logger.DebugContext(ctx, "postgres transaction retried", "op", op, "attempt", attempt, "err", mapErr(op, err))
+			select {
+			case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+			}
+		}
+		err = wrapErr(op, err)
+		if errors.Is(err, store.ErrUnavailable) {
+			db.logger.WarnContext(ctx, "postgres store unavailable", "op", op, "err", err)
+		}
+		return err
+	}
+}
+
+// retryable reports a failure worth running the whole transaction again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// mapErr translates a driver error to a store sentinel: unique violations
+// to ErrExists, foreign-key violations and pgx.ErrNoRows to ErrNotFound,
+// context errors kept as they are, everything else ErrUnavailable with the
+// SQLSTATE when there is one. The driver error itself is never wrapped (its
+// message may quote stored values), so nothing above store can reach it.
+func mapErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, ctxErr(err))
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			return fmt.Errorf("%s: %w", op, store.ErrExists)
+		case "23503":
+			return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+		}
+		return fmt.Errorf("%s: %w (sqlstate %s)", op, store.ErrUnavailable, pe.Code)
+	}
+	return fmt.Errorf("%s: %w", op, store.ErrUnavailable)
+}
+
+// ctxErr returns the bare context error inside err.
+func ctxErr(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled
+	}
+	return context.DeadlineExceeded
+}
+
+// wrapErr keeps store sentinels and maps everything else.
+func wrapErr(op string, err error) error {
+	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrUnavailable,
+		store.ErrEventIDCollision, store.ErrSenderNotActive} {
+		if errors.Is(err, s) {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return mapErr(op, err)
+}
+
+// utc returns t in UTC (pgx decodes timestamptz in the local zone).
+func utc(t time.Time) time.Time { return t.UTC() }
+
+// nullTime is the zero time for NULL.
+func nullTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// nullable returns nil for the zero time, for a NULL parameter.
+func nullable(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
