@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -11,13 +12,16 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store"
 )
 
 // serveConfig is everything `acrelay serve` reads from flags and the
@@ -29,6 +33,8 @@ type serveConfig struct {
 	LogFormat     string
 	LogLevel      string
 	OperatorToken string
+	ExportDir     string
+	CourierLease  time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -49,6 +55,8 @@ func newServeCmd() *cobra.Command {
 	fs.StringVar(&cfg.PublicURL, "public-url", envOr("ACRELAY_PUBLIC_URL", ""), "absolute base URL for links and topics (ACRELAY_PUBLIC_URL; default http://<addr>)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("ACRELAY_LOG_FORMAT", "text"), "log format: text or json (ACRELAY_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("ACRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ACRELAY_LOG_LEVEL)")
+	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
+	fs.DurationVar(&cfg.CourierLease, "courier-lease", envDuration("ACRELAY_COURIER_LEASE", 15*time.Second), "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
 	cfg.OperatorToken = secretFromEnv("ACRELAY_OPERATOR_TOKEN")
 	return cmd
 }
@@ -122,7 +130,50 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		printBootstrap(out, boot, public)
 	}
 
-	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger})
+	// Couriers tail the log by durable cursors; notifications only wake them.
+	var runners []*couriers.Runner
+	holder := courierHolder()
+	if cfg.ExportDir != "" {
+		if err := os.MkdirAll(cfg.ExportDir, 0o700); err != nil {
+			return fmt.Errorf("export dir: %w", err)
+		}
+		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir},
+			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
+	}
+	advances, crossProcess := st.(store.Advances)
+	var srv *relay.Server
+	notify := func(projectID string, seq int64) {
+		for _, r := range runners {
+			r.Poke()
+		}
+		if !crossProcess { // with LISTEN/NOTIFY every process, this one included, hears it there
+			srv.Advance(projectID, seq)
+		}
+	}
+	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger, Notify: notify})
+	bg, stopBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if crossProcess {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := advances.ListenAdvances(bg, func(projectID string, seq int64) {
+				srv.Advance(projectID, seq)
+				for _, r := range runners {
+					r.Poke()
+				}
+			})
+			if err != nil && bg.Err() == nil {
+				logger.Error("listen for advances", "err", err)
+			}
+		}()
+	}
+	for _, r := range runners {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(bg) }()
+	}
+	defer func() { stopBG(); wg.Wait() }()
+
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -139,6 +190,8 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("shutdown", "err", err)
 	}
+	stopBG()
+	wg.Wait()
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -154,4 +207,23 @@ func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
 		fmt.Fprintf(out, "  operator token: %s   (server-wide: creates projects)\n", b.OperatorToken)
 	}
 	fmt.Fprintf(out, "  try: acrelay demo --url %s --token <project token>\n", public)
+}
+
+// courierHolder names this process in lease rows: host, pid and a random
+// suffix, so a restarted process never mistakes an old lease for its own.
+func courierHolder() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+}
+
+// envDuration returns the duration value of the environment variable, or def.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
 }
