@@ -2,10 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acrelay/acrelay/store"
 )
 
 // TestQueryPlansUseIndexes: no statement on a hot path scans a table; each
@@ -75,5 +78,53 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 			t.Errorf("%s: plan %q, want index %s", name, plan, want)
 		}
 		t.Logf("%s: %q", name, plan)
+	}
+}
+
+// TestPragmas: the writer runs WAL with synchronous=FULL (a returned
+// append survives a machine crash), foreign keys on, a busy timeout; the
+// read pool refuses writes.
+func TestPragmas(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "pragma.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct{ pragma, want string }{
+		{"journal_mode", "wal"}, {"synchronous", "2"}, {"foreign_keys", "1"}, {"busy_timeout", "5000"}, {"query_only", "0"},
+	} {
+		var got string
+		if err := db.w.QueryRow("PRAGMA " + tc.pragma).Scan(&got); err != nil || got != tc.want {
+			t.Errorf("writer %s = %q (%v), want %q", tc.pragma, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ pragma, want string }{{"query_only", "1"}, {"synchronous", "2"}, {"journal_mode", "wal"}} {
+		var got string
+		if err := db.r.QueryRow("PRAGMA " + tc.pragma).Scan(&got); err != nil || got != tc.want {
+			t.Errorf("reader %s = %q (%v), want %q", tc.pragma, got, err, tc.want)
+		}
+	}
+	if _, err := db.r.Exec(`INSERT INTO settings (name, value) VALUES ('x', 'y')`); err == nil {
+		t.Error("read pool accepted a write")
+	}
+}
+
+// TestPanickingJobIsIsolated: a job that panics fails alone; the writer
+// keeps serving.
+func TestPanickingJobIsIsolated(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "panic.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.submit(context.Background(), "boom", func(*txn) error { panic("boom") })
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("panicking job: %v", err)
+	}
+	if _, err := db.CreateProject(context.Background(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReconcileLineage(context.Background(), "p", 32); err != nil {
+		t.Fatalf("writer after a panic: %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func (db *DB) runBatch(batch []*job) {
 			fail(err)
 			return
 		}
-		if err := j.run(t); err != nil {
+		if err := runJob(j, t); err != nil {
 			errs[i] = err
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO append"); err != nil {
 				tx.Rollback()
@@ -128,4 +128,15 @@ func (db *DB) runBatch(batch []*job) {
 	for i, j := range batch {
 		j.done <- errs[i]
 	}
+}
+
+// runJob runs one job, turning a panic into that job's error so that a bug
+// in one append cannot stop the writer (and with it every later append).
+func runJob(j *job, t *txn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("append panicked: %v: %w", p, store.ErrUnavailable)
+		}
+	}()
+	return j.run(t)
 }
