@@ -113,6 +113,11 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 			return store.AppendResult{}, err
 		}
 	}
+	if h := ev.HandoffID(); h != "" {
+		if err := indexHandoffRef(t, ev.ProjectID, h, seq, ev.ID); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
 	status := correspondence.LineageNotApplicable
 	if in.isClaim {
 		var err error

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"append/stream_coordination", testStreamCoordination},
 		{"couriers/cursors", testCourierCursors},
 		{"couriers/leases", testCourierLeases},
+		{"handoffs", testHandoffs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
