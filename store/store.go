@@ -28,8 +28,6 @@ var (
 	ErrSenderNotActive = errors.New("sender or signing key not active")
 	// ErrHandoffExists: the project holds a handoff contract with this id
 	// whose first version differs (spec/handoff-contract-1.md "HTTP").
-	ErrHandoffExists = errors.New("handoff contract exists with other content"	// ErrHandoffExists: the project holds a handoff contract with this id
-	// whose first version differs (spec/handoff-contract-1.md "HTTP").
 	ErrHandoffExists = errors.New("handoff contract exists with other content")
 	// ErrIdempotencyKeyReused: the project holds a handoff contract with
 	// this idempotencyKey whose first version differs.
@@ -385,89 +383,6 @@ type Feed interface {
 // it only has in-process notifications.
 type Advances interface {
 	ListenAdvances(ctx context.Context, f func(projectID string, receivedSeq int64)) error
-}
-
-// HandoffVersion is one stored version of a handoff contract
-// (spec/handoff-contract-1.md). Versions of a contract are append-only and
-// numbered 1, 2, … within (ProjectID, HandoffID); the current version is
-// the highest. Contract holds the RFC 8785 bytes of the normalized
-// contract (handoff.Contract.Canonical); State, AssigneeID and
-// IdempotencyKey repeat members of it for filtering and uniqueness.
-type HandoffVersion struct {
-	ProjectID      string
-	HandoffID      string
-	Version        int64
-	Contract       []byte
-	State          string
-	AssigneeID     string
-	IdempotencyKey string
-	CreatedAt      time.Time // database clock when this version was stored, millisecond precision, UTC
-}
-
-// HandoffQuery selects the current versions of a project's contracts,
-// newest first by creation of the contract (database clock, then handoff
-// id descending), strictly after the contract After ("" for the first
-// page), at most Limit (1–200).
-type HandoffQuery struct {
-	ProjectID  string
-	State      string // "" for every state
-	AssigneeID string // "" for every assignee
-	After      string // a handoff id of the project: the last one of the previous page
-	Limit      int
-}
-
-// HandoffPage is one page of current versions; HasMore is true when later
-// matching contracts exist.
-type HandoffPage struct {
-	Versions []HandoffVersion
-	HasMore  bool
-}
-
-// MaxHandoffEvents bounds the event ids HandoffEvents returns.
-const MaxHandoffEvents = 256
-
-// Handoffs stores handoff contracts per project as append-only versions
-// (spec/handoff-contract-1.md "HTTP"). The store compares bytes and
-// version numbers only; validation and the lifecycle belong to the caller.
-type Handoffs interface {
-	// CreateHandoff stores v (Version must be 1) as a new contract unless
-	// the project already holds it. An idempotent replay (a contract with
-	// v.IdempotencyKey whose version 1 has exactly v.Contract) returns the
-	// current version of that contract with created false. Errors:
-	// ErrIdempotencyKeyReused (the key names a contract with other version-1
-	// bytes; checked first), ErrHandoffExists (v.HandoffID exists in the
-	// project under another key), ErrNotFound (unknown project),
-	// ErrUnavailable.
-	CreateHandoff(ctx context.Context, v HandoffVersion) (current HandoffVersion, created bool, err error)
-
-	// AppendHandoffVersion stores v as the next version of an existing
-	// contract: v.Version must be exactly the current version + 1, checked
-	// in the same transaction (optimistic concurrency). It returns v with
-	// CreatedAt set. Errors: ErrVersionConflict, ErrNotFound (no such
-	// contract in the project), ErrUnavailable.
-	AppendHandoffVersion(ctx context.Context, v HandoffVersion) (HandoffVersion, error)
-
-	// Handoff returns the current version. Errors: ErrNotFound (no such
-	// contract in the project), ErrUnavailable.
-	Handoff(ctx context.Context, projectID, handoffID string) (HandoffVersion, error)
-
-	// HandoffVersions pages the versions of one contract in ascending
-	// order, strictly after afterVersion, at most limit (1–200); hasMore is
-	// true when later versions exist. Errors: ErrNotFound (no such contract
-	// in the project), ErrUnavailable.
-	HandoffVersions(ctx context.Context, projectID, handoffID string, afterVersion int64, limit int) (versions []HandoffVersion, hasMore bool, err error)
-
-	// Handoffs pages current versions (see HandoffQuery). Errors:
-	// ErrNotFound (q.After is not a contract of the project),
-	// ErrUnavailable.
-	Handoffs(ctx context.Context, q HandoffQuery) (HandoffPage, error)
-
-	// HandoffEvents returns the ids of the project's correspondence events
-	// of kind handoff whose body.handoff_id is handoffID, in received_seq
-	// order, at most MaxHandoffEvents; truncated is true when more exist.
-	// The contract need not exist: Append indexes such events whatever the
-	// id names. Errors: ErrUnavailable.
-	HandoffEvents(ctx context.Context, projectID, handoffID string) (ids []string, truncated bool, err error)
 }
 
 // HandoffVersion is one stored version of a handoff contract
