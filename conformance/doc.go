@@ -9,7 +9,9 @@
 // passes and failures per group and reports the seed's two known damaged
 // entries as errata (spec/correspondence-0.1.md §4 "Erratum in seed 000")
 // instead of passing or failing them silently; each erratum is recognised
-// by its content and the rule it was meant to test is still checked.
+// by its content and the rule it was meant to test is still checked. The
+// file's bounds member is checked too: each bound is admitted at the bound
+// and refused one past it.
 //
 // The HTTP suite (RunHTTP) is black-box: it speaks HTTP to a relay URL with
 // a project token that has admin scope, and imports no server package.

@@ -136,10 +136,10 @@ func RunVectors(sharedDir string) (Report, error) {
 // file order; metadataMembers are the members that hold no vectors.
 var (
 	correspondenceGroups = []string{
-		"signing_vector", "canonicalization_vectors", "rejection_vectors", "body_matrix",
+		"bounds", "signing_vector", "canonicalization_vectors", "rejection_vectors", "body_matrix",
 		"invalid_body_vectors", "opaque_id_vectors", "locator_vectors", "path_vectors", "lineage_vectors",
 	}
-	metadataMembers = []string{"protocol", "canonicalization", "bounds"}
+	metadataMembers = []string{"protocol", "canonicalization"}
 )
 
 // RunCorrespondenceVectors runs every group of an agent-correspondence
@@ -188,6 +188,8 @@ func RunCorrespondenceVectors(source string, data []byte) []Group {
 
 func runGroup(g *Group, raw json.RawMessage, file []byte) {
 	switch g.Name {
+	case "bounds":
+		runBounds(g, raw)
 	case "signing_vector":
 		runSigningVector(g, raw)
 	case "canonicalization_vectors":
@@ -235,6 +237,129 @@ func decodeList(g *Group, raw json.RawMessage, out any) bool {
 		return false
 	}
 	return true
+}
+
+// fileBounds is the file's bounds member.
+type fileBounds struct {
+	RawPostBytes   int `json:"raw_post_utf8_bytes_max"`
+	RepositoryID   int `json:"repository_id_scalar_values_max"`
+	ThreadID       int `json:"thread_id_scalar_values_max"`
+	Parents        int `json:"parents_max"`
+	ScopePaths     int `json:"scope_paths_max"`
+	Path           int `json:"path_scalar_values_max"`
+	GeneralText    int `json:"general_text_scalar_values_max"`
+	HandoffSummary int `json:"handoff_summary_scalar_values_max"`
+	TargetEventIDs int `json:"target_event_ids_max"`
+}
+
+// maxRawPostBytes is the raw POST cap of spec §3. Only a relay enforces
+// it (the HTTP suite posts a larger body); the runner checks the file
+// states the same number.
+const maxRawPostBytes = 65536
+
+// runBounds checks every bound of the file at the bound (accepted) and one
+// past it (refused with an issue at the bounded member). Texts are made of
+// U+1F600, four UTF-8 bytes and two UTF-16 units, so that a count in bytes
+// or code units would refuse the value at the bound.
+func runBounds(g *Group, raw json.RawMessage) {
+	var b fileBounds
+	if !decodeList(g, raw, &b) {
+		return
+	}
+	const wide = "\U0001F600"
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("sha256:%064x", i+1)
+		}
+		return out
+	}
+	text := func(name string, n int) canonicaljson.Member {
+		return canonicaljson.Member{Name: name, Value: canonicaljson.StringValue(strings.Repeat(wide, n))}
+	}
+	summary := func(n int) func(*correspondence.Event) {
+		return func(e *correspondence.Event) { e.Body = canonicaljson.ObjectValue(text("summary", n)) }
+	}
+	cases := []struct {
+		name    string
+		max     int
+		pointer string
+		at      func(n int) func(*correspondence.Event)
+	}{
+		{"repository_id_scalar_values_max", b.RepositoryID, "/repository_id", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) { e.RepositoryID = strings.Repeat(wide, n) }
+		}},
+		{"thread_id_scalar_values_max", b.ThreadID, "/thread_id", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) { e.ThreadID = strings.Repeat(wide, n) }
+		}},
+		{"parents_max", b.Parents, "/parents", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) { e.Parents = ids(n) }
+		}},
+		{"scope_paths_max", b.ScopePaths, "/scope/paths", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) {
+				e.Scope.Paths = make([]string, n)
+				for i := range e.Scope.Paths {
+					e.Scope.Paths[i] = fmt.Sprintf("p%d", i)
+				}
+			}
+		}},
+		{"path_scalar_values_max", b.Path, "/scope/paths/0", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) { e.Scope.Paths = []string{strings.Repeat(wide, n)} }
+		}},
+		{"general_text_scalar_values_max", b.GeneralText, "/body/summary", summary},
+		{"handoff_summary_scalar_values_max", b.HandoffSummary, "/body/summary", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) {
+				e.Kind = correspondence.KindHandoff
+				e.Body = canonicaljson.ObjectValue(text("summary", n), text("next_safe_action", 1))
+			}
+		}},
+		{"target_event_ids_max", b.TargetEventIDs, "/body/target_event_ids", func(n int) func(*correspondence.Event) {
+			return func(e *correspondence.Event) {
+				e.Kind = correspondence.KindConflictRaise
+				targets := make([]canonicaljson.Value, n)
+				for i, id := range ids(n) {
+					targets[i] = canonicaljson.StringValue(id)
+				}
+				e.Body = canonicaljson.ObjectValue(canonicaljson.Member{Name: "target_event_ids", Value: canonicaljson.ArrayValue(targets...)})
+				e.Parents = ids(min(n, b.Parents))
+			}
+		}},
+	}
+	for _, c := range cases {
+		g.record(fmt.Sprintf("%s %d", c.name, c.max), func() error {
+			if c.max < 1 {
+				return errors.New("missing or not positive")
+			}
+			if issues := boundedEvent(c.at(c.max)); issues != nil {
+				return fmt.Errorf("refused at the bound: %s", describe(&correspondence.ValidationError{Code: "event_invalid", Issues: issues}))
+			}
+			for _, is := range boundedEvent(c.at(c.max + 1)) {
+				if is.Pointer == c.pointer {
+					return nil
+				}
+			}
+			return fmt.Errorf("admitted one past the bound (no issue at %s)", c.pointer)
+		}())
+	}
+	var err error
+	if b.RawPostBytes != maxRawPostBytes {
+		err = fmt.Errorf("the file says %d, spec §3 says %d", b.RawPostBytes, maxRawPostBytes)
+	}
+	g.record(fmt.Sprintf("raw_post_utf8_bytes_max %d (enforced by a relay; conformance http posts past it)", b.RawPostBytes), err)
+}
+
+// boundedEvent returns the validation issues of a signed intent changed
+// by mod.
+func boundedEvent(mod func(*correspondence.Event)) []correspondence.Issue {
+	e, err := wrapBody("intent", canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue("bounds")}))
+	if err != nil {
+		return []correspondence.Issue{{Code: err.Error()}}
+	}
+	mod(e)
+	if err := e.Sign(wrapKey); err != nil {
+		return []correspondence.Issue{{Code: err.Error()}}
+	}
+	return correspondence.Validate(e.Value())
 }
 
 // signingVector is the file's signing_vector member.

@@ -47,6 +47,7 @@ func replaceOnce(t *testing.T, data []byte, old, new string) []byte {
 }
 
 var wantSeed000 = []counts{
+	{"seed-000 bounds", 9, 0, 0},
 	{"seed-000 signing_vector", 4, 0, 0},
 	{"seed-000 canonicalization_vectors", 2, 0, 1},
 	{"seed-000 rejection_vectors", 8, 0, 0},
@@ -85,6 +86,7 @@ func TestPublicVectorFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []counts{
+		{"public bounds", 9, 0, 0},
 		{"public signing_vector", 4, 0, 0},
 		{"public canonicalization_vectors", 3, 0, 0},
 		{"public rejection_vectors", 8, 0, 0},
@@ -132,20 +134,20 @@ func TestErrataByContent(t *testing.T) {
 		`"jcs": "{\"nfc\":\"`+nfcE+`\",\"nfd\":\"`+nfdE+`\"}"`)
 	repaired = replaceOnce(t, repaired, damagedPath, originalPath)
 	got := countsOf(RunCorrespondenceVectors("x", repaired))
-	if got[1] != (counts{"x canonicalization_vectors", 3, 0, 0}) || got[7] != (counts{"x path_vectors", 11, 0, 0}) {
+	if got[2] != (counts{"x canonicalization_vectors", 3, 0, 0}) || got[8] != (counts{"x path_vectors", 11, 0, 0}) {
 		t.Errorf("repaired seed: %v", got)
 	}
 
 	// The damaged path marked valid is simply right: no erratum.
 	markedValid := replaceOnce(t, seed000(t), `"`+damagedPath+`", "valid": false`, `"`+damagedPath+`", "valid": true`)
-	if got := countsOf(RunCorrespondenceVectors("x", markedValid))[7]; got != (counts{"x path_vectors", 11, 0, 0}) {
+	if got := countsOf(RunCorrespondenceVectors("x", markedValid))[8]; got != (counts{"x path_vectors", 11, 0, 0}) {
 		t.Errorf("U+2026 marked valid: %v", got)
 	}
 
 	// The damaged canonicalization entry with a jcs it does not produce
 	// fails even though it is a known erratum.
 	badJCS := replaceOnce(t, seed000(t), `"jcs": "{\"nfc\":\"`+nfcE+`\",\"nfd\":\"`+nfcE+`\"}"`, `"jcs": "{\"nfd\":\"`+nfcE+`\"}"`)
-	g := RunCorrespondenceVectors("x", badJCS)[1]
+	g := RunCorrespondenceVectors("x", badJCS)[2]
 	if g.Passed != 2 || g.Failed != 1 || len(g.Errata) != 0 ||
 		!strings.HasPrefix(g.Failures[0], "unicode-is-not-normalized (known erratum): the corrected rule does not hold: the seed's own entry") {
 		t.Errorf("damaged entry with a wrong jcs: %+v", g)
@@ -168,53 +170,62 @@ func TestFailuresAreCounted(t *testing.T) {
 	cases := []struct {
 		name     string
 		old, new string
-		group    int
 		want     counts
 		failure  string
 	}{
-		{"signing digest", `"signing_digest_hex": "1bc3`, `"signing_digest_hex": "0bc3`, 0,
+		{"signing digest", `"signing_digest_hex": "1bc3`, `"signing_digest_hex": "0bc3`,
 			counts{"x signing_vector", 3, 1, 0}, "claim-open-fixed-ed25519 signing_digest: 1bc3"},
-		{"signing event id", `"event_id": "sha256:6f9d`, `"event_id": "sha256:5f9d`, 0,
+		{"signing event id", `"event_id": "sha256:6f9d`, `"event_id": "sha256:5f9d`,
 			counts{"x signing_vector", 3, 1, 0}, "claim-open-fixed-ed25519 event_id: Sign gives sha256:6f9d"},
-		{"signature", `"signature_b64url": "y93m`, `"signature_b64url": "z93m`, 0,
+		{"signature", `"signature_b64url": "y93m`, `"signature_b64url": "z93m`,
 			counts{"x signing_vector", 2, 2, 0}, "claim-open-fixed-ed25519 signature: y93m"},
-		{"canonicalization", `"jcs": "{\"a\":\"ascii\"`, `"jcs": "{\"b\":\"ascii\"`, 1,
+		{"canonicalization", `"jcs": "{\"a\":\"ascii\"`, `"jcs": "{\"b\":\"ascii\"`,
 			counts{"x canonicalization_vectors", 1, 1, 1}, "utf16-property-order: JCS is"},
-		{"rejection reason", `"reason": "negative_zero"`, `"reason": "fractional_number"`, 2,
+		{"rejection reason", `"reason": "negative_zero"`, `"reason": "fractional_number"`,
 			counts{"x rejection_vectors", 7, 1, 0}, "negative-zero: refused with negative_zero, want fractional_number"},
-		{"rejection accepted", `"json": "{\"n\":-0}"`, `"json": "{\"n\":0}"`, 2,
+		{"rejection accepted", `"json": "{\"n\":-0}"`, `"json": "{\"n\":0}"`,
 			counts{"x rejection_vectors", 7, 1, 0}, "negative-zero: accepted, must be refused with negative_zero"},
-		{"body matrix", `{ "kind": "pause", "body": {} }`, `{ "kind": "pause", "body": {"x": 1} }`, 3,
+		{"body matrix", `{ "kind": "pause", "body": {} }`, `{ "kind": "pause", "body": {"x": 1} }`,
 			counts{"x body_matrix", 20, 1, 0}, "pause: refused: event_invalid [/body/x=unknown_body_field]"},
-		{"invalid body reason", `"reason": "result_revision_required"`, `"reason": "detail_required"`, 4,
+		{"invalid body reason", `"reason": "result_revision_required"`, `"reason": "detail_required"`,
 			counts{"x invalid_body_vectors", 4, 1, 0}, "ack.applied detail_required: issues event_invalid [/body/result_revision=result_revision_required]"},
 		{"invalid body accepted", `"generation": 2, "expires_at": "2026-07-19T12:00:00.000Z" }, "reason"`,
-			`"generation": 1, "expires_at": "2026-07-19T12:00:00.000Z" }, "reason"`, 4,
+			`"generation": 1, "expires_at": "2026-07-19T12:00:00.000Z" }, "reason"`,
 			counts{"x invalid_body_vectors", 4, 1, 0}, "claim.open open_generation_must_be_one: accepted"},
-		{"opaque id", `"repo with space", "valid": false`, `"repo with space", "valid": true`, 5,
+		{"opaque id", `"repo with space", "valid": false`, `"repo with space", "valid": true`,
 			counts{"x opaque_id_vectors", 3, 1, 0}, `"repo with space": valid = false, want true`},
-		{"locator", `"http:", "valid": true`, `"http:", "valid": false`, 6,
+		{"locator", `"http:", "valid": true`, `"http:", "valid": false`,
 			counts{"x locator_vectors", 7, 1, 0}, `"http:": valid = true, want false`},
-		{"path", `"packages/**", "valid": false`, `"packages/**", "valid": true`, 7,
+		{"path", `"packages/**", "valid": false`, `"packages/**", "valid": true`,
 			counts{"x path_vectors", 9, 1, 1}, `"packages/**": valid = false, want true`},
-		{"lineage", `"active_tips": ["renew2"]`, `"active_tips": ["open"]`, 8,
+		{"lineage", `"active_tips": ["renew2"]`, `"active_tips": ["open"]`,
 			counts{"x lineage_vectors", 4, 1, 0}, "reordered-identical-path-set-is-valid: reordered-identical-path-set-is-valid: active tips = [renew2], want [open]"},
+		{"bound lowered", `"parents_max": 16`, `"parents_max": 15`,
+			counts{"x bounds", 7, 2, 0}, "parents_max 15: admitted one past the bound (no issue at /parents)"},
+		{"bound raised", `"general_text_scalar_values_max": 1000`, `"general_text_scalar_values_max": 1001`,
+			counts{"x bounds", 8, 1, 0}, "general_text_scalar_values_max 1001: refused at the bound: event_invalid [/body/summary=length_out_of_range]"},
+		{"raw post bound", `"raw_post_utf8_bytes_max": 65536`, `"raw_post_utf8_bytes_max": 65535`,
+			counts{"x bounds", 8, 1, 0}, "raw_post_utf8_bytes_max 65535 (enforced by a relay; conformance http posts past it): the file says 65535, spec §3 says 65536"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			groups := RunCorrespondenceVectors("x", replaceOnce(t, seed000(t), tc.old, tc.new))
-			if len(groups) != 9 {
+			if len(groups) != 10 {
 				t.Fatalf("%d groups", len(groups))
 			}
-			g := groups[tc.group]
-			if got := countsOf(groups[tc.group : tc.group+1])[0]; got != tc.want {
+			at := slices.IndexFunc(groups, func(g Group) bool { return g.Title() == tc.want.name })
+			if at < 0 {
+				t.Fatalf("no group %s", tc.want.name)
+			}
+			g := groups[at]
+			if got := countsOf(groups[at : at+1])[0]; got != tc.want {
 				t.Errorf("counts = %v, want %v", got, tc.want)
 			}
 			if len(g.Failures) == 0 || !strings.HasPrefix(g.Failures[0], tc.failure) {
 				t.Errorf("failures = %q, want prefix %q", g.Failures, tc.failure)
 			}
 			for i, other := range groups {
-				if i != tc.group && other.Failed != 0 {
+				if i != at && other.Failed != 0 {
 					t.Errorf("group %s failed too: %q", other.Title(), other.Failures)
 				}
 			}
@@ -228,12 +239,12 @@ func TestFileShape(t *testing.T) {
 	extra := replaceOnce(t, seed, `"bounds": {`, `"future_vectors": [], "bounds": {`)
 	groups := RunCorrespondenceVectors("x", extra)
 	last := groups[len(groups)-1]
-	if len(groups) != 10 || last.Name != "future_vectors" || last.Failed != 1 {
+	if len(groups) != 11 || last.Name != "future_vectors" || last.Failed != 1 {
 		t.Errorf("unknown member: %v", countsOf(groups))
 	}
 	missing := replaceOnce(t, seed, `"locator_vectors": [`, `"locator_vectorz": [`)
 	got := countsOf(RunCorrespondenceVectors("x", missing))
-	if got[6] != (counts{"x locator_vectors", 0, 1, 0}) || got[9] != (counts{"x locator_vectorz", 0, 1, 0}) {
+	if got[7] != (counts{"x locator_vectors", 0, 1, 0}) || got[10] != (counts{"x locator_vectorz", 0, 1, 0}) {
 		t.Errorf("renamed group: %v", got)
 	}
 	wrongProtocol := replaceOnce(t, seed, `"protocol": "agent-correspondence/v0.1",
@@ -243,7 +254,7 @@ func TestFileShape(t *testing.T) {
 		t.Errorf("wrong protocol: %v", got)
 	}
 	unknownField := replaceOnce(t, seed, `{ "path": ".", "valid": true }`, `{ "path": ".", "valid": true, "note": "x" }`)
-	if got := countsOf(RunCorrespondenceVectors("x", unknownField)); got[7] != (counts{"x path_vectors", 0, 1, 0}) {
+	if got := countsOf(RunCorrespondenceVectors("x", unknownField)); got[8] != (counts{"x path_vectors", 0, 1, 0}) {
 		t.Errorf("unknown entry field: %v", got)
 	}
 	if got := countsOf(RunCorrespondenceVectors("x", []byte("not json"))); !slices.Equal(got, []counts{{"x file", 0, 1, 0}}) {
@@ -256,7 +267,7 @@ func TestRunVectorsAndJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Groups) != 11 || r.Failed() != 0 || r.Passed() != 79 || len(r.Errata()) != 2 || len(r.Notes) != 1 {
+	if len(r.Groups) != 12 || r.Failed() != 0 || r.Passed() != 88 || len(r.Errata()) != 2 || len(r.Notes) != 1 {
 		t.Errorf("seeds only: %d groups, %d passed, %d failed, %d errata, notes %q", len(r.Groups), r.Passed(), r.Failed(), len(r.Errata()), r.Notes)
 	}
 	if _, err := RunVectors(t.TempDir()); err == nil {

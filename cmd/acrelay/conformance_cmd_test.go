@@ -12,6 +12,7 @@ import (
 
 // wantVectorLines are the group lines of a run with the public file.
 var wantVectorLines = []string{
+	"seed-000 bounds: 9 passed, 0 failed, 0 errata",
 	"seed-000 signing_vector: 4 passed, 0 failed, 0 errata",
 	"seed-000 canonicalization_vectors: 2 passed, 0 failed, 1 erratum",
 	"seed-000 rejection_vectors: 8 passed, 0 failed, 0 errata",
@@ -21,6 +22,7 @@ var wantVectorLines = []string{
 	"seed-000 locator_vectors: 8 passed, 0 failed, 0 errata",
 	"seed-000 path_vectors: 10 passed, 0 failed, 1 erratum",
 	"seed-000 lineage_vectors: 5 passed, 0 failed, 0 errata",
+	"public bounds: 9 passed, 0 failed, 0 errata",
 	"public signing_vector: 4 passed, 0 failed, 0 errata",
 	"public canonicalization_vectors: 3 passed, 0 failed, 0 errata",
 	"public rejection_vectors: 8 passed, 0 failed, 0 errata",
@@ -50,7 +52,7 @@ func TestConformanceVectors(t *testing.T) {
 	if len(rest) != 5 ||
 		!strings.HasPrefix(rest[0], `  seed-000 canonicalization_vectors unicode-is-not-normalized: its "nfd" string lost the decomposed form`) ||
 		!strings.HasPrefix(rest[1], `  seed-000 path_vectors "packages/\u2026sdk-ts": marked invalid, but U+2026 (HORIZONTAL ELLIPSIS) is a valid path character`) ||
-		rest[3] != "total: 148 passed, 0 failed, 2 errata" {
+		rest[3] != "total: 166 passed, 0 failed, 2 errata" {
 		t.Errorf("errata and total:\n%s", strings.Join(rest, "\n"))
 	}
 
@@ -70,11 +72,11 @@ func TestConformanceVectors(t *testing.T) {
 	if err := dec.Decode(&doc); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	if len(doc.Groups) != 20 || doc.Failed == nil || *doc.Failed != 0 ||
-		doc.Groups[7].Name != "seed-000 path_vectors" || doc.Groups[7].Passed != 10 || doc.Groups[7].Errata != 1 {
+	if len(doc.Groups) != 22 || doc.Failed == nil || *doc.Failed != 0 ||
+		doc.Groups[8].Name != "seed-000 path_vectors" || doc.Groups[8].Passed != 10 || doc.Groups[8].Errata != 1 {
 		t.Errorf("--json: %+v", doc)
 	}
-	if !strings.HasPrefix(out, `{"groups":[{"name":"seed-000 signing_vector","passed":4,"failed":0,"errata":0},`) ||
+	if !strings.HasPrefix(out, `{"groups":[{"name":"seed-000 bounds","passed":9,"failed":0,"errata":0},`) ||
 		!strings.HasSuffix(out, `],"failed":0}`+"\n") {
 		t.Errorf("--json bytes: %s", out)
 	}
@@ -106,7 +108,7 @@ func TestConformanceVectorsFailure(t *testing.T) {
 	for _, want := range []string{
 		"\npublic path_vectors: 10 passed, 1 failed, 0 errata\n",
 		"\nfailures:\n  public path_vectors: \"packages/{sdk-ts}\": valid = false, want true\n",
-		"\ntotal: 147 passed, 1 failed, 2 errata\n",
+		"\ntotal: 165 passed, 1 failed, 2 errata\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
