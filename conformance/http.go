@@ -57,14 +57,13 @@ const httpTimeout = 30 * time.Second
 // that cannot register, gives one failed group "setup".
 func RunHTTP(ctx context.Context, baseURL, adminToken string) Report {
 	h := &httpRun{
-		ctx:    ctx,
 		base:   strings.TrimRight(baseURL, "/"),
 		admin:  adminToken,
 		client: &http.Client{Timeout: httpTimeout},
 	}
 	var r Report
 	setup := Group{Source: SourceHTTP, Name: "setup"}
-	if err := h.setup(&setup); err != nil {
+	if err := h.setup(ctx, &setup); err != nil {
 		setup.fail("%v", err)
 		r.Groups = append(r.Groups, setup)
 		return r
@@ -72,7 +71,7 @@ func RunHTTP(ctx context.Context, baseURL, adminToken string) Report {
 	r.Groups = append(r.Groups, setup)
 	for _, step := range []struct {
 		name string
-		run  func(*Group)
+		run  func(context.Context, *Group)
 	}{
 		{"body_matrix", h.bodyMatrix},
 		{"retry", h.retry},
@@ -86,7 +85,7 @@ func RunHTTP(ctx context.Context, baseURL, adminToken string) Report {
 		{"lifecycle", h.lifecycle},
 	} {
 		g := Group{Source: SourceHTTP, Name: step.name}
-		step.run(&g)
+		step.run(ctx, &g)
 		r.Groups = append(r.Groups, g)
 	}
 	return r
@@ -94,7 +93,6 @@ func RunHTTP(ctx context.Context, baseURL, adminToken string) Report {
 
 // httpRun is the state of one RunHTTP.
 type httpRun struct {
-	ctx    context.Context
 	base   string
 	admin  string
 	client *http.Client
@@ -137,12 +135,12 @@ type response struct {
 
 // do sends one request. hdr holds extra headers (Content-Type, Accept,
 // If-None-Match); token "" sends no Authorization.
-func (h *httpRun) do(method, path, token string, body []byte, hdr ...string) (response, error) {
+func (h *httpRun) do(ctx context.Context, method, path, token string, body []byte, hdr ...string) (response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(h.ctx, method, h.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, h.base+path, rd)
 	if err != nil {
 		return response{}, err
 	}
@@ -215,12 +213,12 @@ func newUUID() string {
 
 // setup learns the token's project, registers an identity and a key, and
 // creates the two tokens the suite uses.
-func (h *httpRun) setup(g *Group) error {
+func (h *httpRun) setup(ctx context.Context, g *Group) error {
 	var who struct {
 		ProjectID *string  `json:"project_id"`
 		Scopes    []string `json:"scopes"`
 	}
-	r, err := h.do("GET", "/v1/whoami", h.admin, nil)
+	r, err := h.do(ctx, "GET", "/v1/whoami", h.admin, nil)
 	if err != nil {
 		return err
 	}
@@ -238,7 +236,7 @@ func (h *httpRun) setup(g *Group) error {
 		ProjectID  string `json:"project_id"`
 		Status     string `json:"status"`
 	}
-	r, err = h.do("POST", "/v1/admin/projects/"+h.project+"/identities", h.admin, []byte(`{"display_name":"acrelay conformance"}`))
+	r, err = h.do(ctx, "POST", "/v1/admin/projects/"+h.project+"/identities", h.admin, []byte(`{"display_name":"acrelay conformance"}`))
 	if err != nil {
 		return err
 	}
@@ -264,7 +262,7 @@ func (h *httpRun) setup(g *Group) error {
 		Status          string `json:"status"`
 	}
 	reqBody, _ := json.Marshal(map[string]string{"public_key_b64url": correspondence.EncodePublicKey(pub)})
-	r, err = h.do("POST", "/v1/admin/identities/"+h.identity+"/keys", h.admin, reqBody)
+	r, err = h.do(ctx, "POST", "/v1/admin/identities/"+h.identity+"/keys", h.admin, reqBody)
 	if err != nil {
 		return err
 	}
@@ -291,7 +289,7 @@ func (h *httpRun) setup(g *Group) error {
 			Token   string   `json:"token"`
 			Scopes  []string `json:"scopes"`
 		}
-		r, err = h.do("POST", "/v1/admin/projects/"+h.project+"/tokens", h.admin, []byte(t.scopes))
+		r, err = h.do(ctx, "POST", "/v1/admin/projects/"+h.project+"/tokens", h.admin, []byte(t.scopes))
 		if err != nil {
 			return err
 		}
@@ -354,19 +352,19 @@ type appendAnswer struct {
 }
 
 // post appends raw with the read+append token.
-func (h *httpRun) post(raw []byte) (response, error) {
-	return h.do("POST", "/v1/correspondence/events", h.rw, raw)
+func (h *httpRun) post(ctx context.Context, raw []byte) (response, error) {
+	return h.do(ctx, "POST", "/v1/correspondence/events", h.rw, raw)
 }
 
 // append posts e, checks the 201 answer against it (missing_parents must
 // be exactly the referenced ids when unknownRefs, else empty) and records
 // it.
-func (h *httpRun) append(e *correspondence.Event, wantLineage string, unknownRefs bool) (posted, appendAnswer, error) {
+func (h *httpRun) append(ctx context.Context, e *correspondence.Event, wantLineage string, unknownRefs bool) (posted, appendAnswer, error) {
 	raw, err := e.CanonicalJSON()
 	if err != nil {
 		return posted{}, appendAnswer{}, err
 	}
-	r, err := h.post(raw)
+	r, err := h.post(ctx, raw)
 	if err != nil {
 		return posted{}, appendAnswer{}, err
 	}
@@ -449,7 +447,7 @@ func lineageOf(kind string) string {
 // bodyMatrix appends one event per body_matrix entry of seed 000: 201,
 // the event echoed byte for byte, a fresh increasing receipt, the unknown
 // referenced ids as missing_parents, and the kind's lineage_status.
-func (h *httpRun) bodyMatrix(g *Group) {
+func (h *httpRun) bodyMatrix(ctx context.Context, g *Group) {
 	file, err := seedVectors()
 	if err != nil {
 		g.fail("%v", err)
@@ -465,7 +463,7 @@ func (h *httpRun) bodyMatrix(g *Group) {
 			g.fail("%s: %v", v.Kind, err)
 			continue
 		}
-		_, _, err = h.append(h.event(h.repo, v.Kind, body), lineageOf(v.Kind), true)
+		_, _, err = h.append(ctx, h.event(h.repo, v.Kind, body), lineageOf(v.Kind), true)
 		g.record(v.Kind, err)
 	}
 }
@@ -491,14 +489,14 @@ func reserialize(e *correspondence.Event) []byte {
 }
 
 // retry checks idempotent reposts and the session-fork warning (spec §7).
-func (h *httpRun) retry(g *Group) {
+func (h *httpRun) retry(ctx context.Context, g *Group) {
 	if len(h.posted) == 0 {
 		g.fail("no event was appended")
 		return
 	}
 	first := h.posted[0]
 	check := func(name string, raw []byte) {
-		r, err := h.post(raw)
+		r, err := h.post(ctx, raw)
 		if err == nil {
 			var a appendAnswer
 			if err = r.decode(http.StatusOK, &a); err == nil && (a.Receipt != first.receipt || !bytes.Equal(a.Event, first.canonical)) {
@@ -523,9 +521,9 @@ func (h *httpRun) retry(g *Group) {
 	b := h.event(h.repo, "progress", canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue("fork right")}))
 	b.SessionSeq = a.SessionSeq
 	_ = b.Sign(h.priv)
-	_, _, err = h.append(a, "not_applicable", false)
+	_, _, err = h.append(ctx, a, "not_applicable", false)
 	g.record("fork left appended", err)
-	_, ans, err := h.append(b, "not_applicable", false)
+	_, ans, err := h.append(ctx, b, "not_applicable", false)
 	if err == nil {
 		err = errors.New("no session_fork warning naming both events")
 		for _, w := range ans.Warnings {
@@ -538,7 +536,7 @@ func (h *httpRun) retry(g *Group) {
 }
 
 // refusals checks the stable codes of refused appends and reads.
-func (h *httpRun) refusals(g *Group) {
+func (h *httpRun) refusals(ctx context.Context, g *Group) {
 	file, err := seedVectors()
 	if err != nil {
 		g.fail("%v", err)
@@ -559,13 +557,13 @@ func (h *httpRun) refusals(g *Group) {
 	var rejections []rejectionVector
 	if decodeList(g, file["rejection_vectors"], &rejections) {
 		for _, v := range rejections {
-			r, err := h.post([]byte(v.JSON))
+			r, err := h.post(ctx, []byte(v.JSON))
 			expect("rejection "+v.Name, r, err, http.StatusBadRequest, v.Reason)
 		}
 	}
 	dup := canonical(intent())
 	dup = append([]byte(`{"kind":"intent",`), dup[1:]...)
-	r, err := h.post(dup)
+	r, err := h.post(ctx, dup)
 	expect("duplicate member", r, err, http.StatusBadRequest, "duplicate_object_name")
 
 	// Bodies the schema refuses: event_invalid with the vector's issue code.
@@ -577,7 +575,7 @@ func (h *httpRun) refusals(g *Group) {
 				g.fail("invalid body %s: %v", v.Reason, err)
 				continue
 			}
-			r, err := h.post(canonical(h.event(h.repo, v.Kind, body)))
+			r, err := h.post(ctx, canonical(h.event(h.repo, v.Kind, body)))
 			if err == nil {
 				err = r.expectError(http.StatusBadRequest, "event_invalid")
 			}
@@ -599,7 +597,7 @@ func (h *httpRun) refusals(g *Group) {
 	noParents := h.event(h.repo, "ack.seen", canonicaljson.ObjectValue(canonicaljson.Member{Name: "target_event_id", Value: canonicaljson.StringValue("sha256:" + strings.Repeat("c", 64))}))
 	noParents.Parents = []string{}
 	_ = noParents.Sign(h.priv)
-	r, err = h.post(canonical(noParents))
+	r, err = h.post(ctx, canonical(noParents))
 	if err == nil {
 		err = r.expectError(http.StatusBadRequest, "event_invalid")
 		if err == nil && !bytes.Contains(r.body, []byte(`"reference_not_in_parents"`)) {
@@ -612,42 +610,42 @@ func (h *httpRun) refusals(g *Group) {
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	forged := intent()
 	_ = forged.Sign(other)
-	r, err = h.post(canonical(forged))
+	r, err = h.post(ctx, canonical(forged))
 	expect("signature by another key", r, err, http.StatusForbidden, "signature_invalid")
 
 	mismatch := intent()
 	mismatch.ID = "sha256:" + strings.Repeat("0", 64)
-	r, err = h.post(canonical(mismatch))
+	r, err = h.post(ctx, canonical(mismatch))
 	expect("event_id mismatch", r, err, http.StatusBadRequest, "event_id_mismatch")
 
 	enc := intent()
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	last := strings.IndexByte(alphabet, enc.Signature[85])
 	enc.Signature = enc.Signature[:85] + string(alphabet[last|1]) // nonzero padding bits
-	r, err = h.post(canonical(enc))
+	r, err = h.post(ctx, canonical(enc))
 	expect("non-canonical base64url signature", r, err, http.StatusBadRequest, "signature_encoding_invalid")
 
 	wrongProject := intent()
 	wrongProject.ProjectID = newUUID()
 	_ = wrongProject.Sign(h.priv)
-	r, err = h.post(canonical(wrongProject))
+	r, err = h.post(ctx, canonical(wrongProject))
 	expect("project of another bearer", r, err, http.StatusForbidden, "project_mismatch")
 
 	unknownKey := intent()
 	unknownKey.Sender.SigningKeyID = newUUID()
 	_ = unknownKey.Sign(h.priv)
-	r, err = h.post(canonical(unknownKey))
+	r, err = h.post(ctx, canonical(unknownKey))
 	expect("unregistered signing key", r, err, http.StatusForbidden, "sender_or_signing_key_not_active")
 
 	// Transport refusals (spec §3, §9, §10).
-	r, err = h.do("POST", "/v1/correspondence/events", h.rw, canonical(intent()), "Content-Type", "text/plain")
+	r, err = h.do(ctx, "POST", "/v1/correspondence/events", h.rw, canonical(intent()), "Content-Type", "text/plain")
 	expect("text/plain body", r, err, http.StatusUnsupportedMediaType, "content_type_unsupported")
 	big := canonical(h.event(h.repo, "intent", canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue(strings.Repeat("x", 70000))})))
-	r, err = h.post(big)
+	r, err = h.post(ctx, big)
 	expect("body over 65536 bytes", r, err, http.StatusRequestEntityTooLarge, "body_too_large")
-	r, err = h.do("POST", "/v1/correspondence/events", h.ro, canonical(intent()))
+	r, err = h.do(ctx, "POST", "/v1/correspondence/events", h.ro, canonical(intent()))
 	expect("read-only token appends", r, err, http.StatusForbidden, "scope_insufficient")
-	r, err = h.do("POST", "/v1/correspondence/events", "", canonical(intent()))
+	r, err = h.do(ctx, "POST", "/v1/correspondence/events", "", canonical(intent()))
 	if err == nil {
 		err = r.expectError(http.StatusUnauthorized, "")
 		if err == nil && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
@@ -655,9 +653,9 @@ func (h *httpRun) refusals(g *Group) {
 		}
 	}
 	g.record("no bearer token", err)
-	r, err = h.do("GET", "/v1/correspondence/events?"+h.query()+"&bogus=1", h.ro, nil)
+	r, err = h.do(ctx, "GET", "/v1/correspondence/events?"+h.query()+"&bogus=1", h.ro, nil)
 	expect("unknown query parameter", r, err, http.StatusBadRequest, "")
-	r, err = h.do("GET", "/v1/correspondence/events", h.ro, nil)
+	r, err = h.do(ctx, "GET", "/v1/correspondence/events", h.ro, nil)
 	expect("read without repository_id", r, err, http.StatusBadRequest, "")
 }
 
@@ -768,8 +766,8 @@ func mediaOf(hdr http.Header) string {
 
 // eventsRead replays the body-matrix repository in one page and compares
 // it with what was appended.
-func (h *httpRun) eventsRead(g *Group) {
-	r, err := h.do("GET", "/v1/correspondence/events?"+h.query(), h.ro, nil)
+func (h *httpRun) eventsRead(ctx context.Context, g *Group) {
+	r, err := h.do(ctx, "GET", "/v1/correspondence/events?"+h.query(), h.ro, nil)
 	if err != nil {
 		g.fail("%v", err)
 		return
@@ -827,9 +825,9 @@ func (h *httpRun) eventsRead(g *Group) {
 
 // validators checks ETag, If-None-Match (weak comparison, lists, *) and
 // HEAD (spec §9).
-func (h *httpRun) validators(g *Group) {
+func (h *httpRun) validators(ctx context.Context, g *Group) {
 	path := "/v1/correspondence/events?" + h.query()
-	r, err := h.do("GET", path, h.ro, nil)
+	r, err := h.do(ctx, "GET", path, h.ro, nil)
 	if err != nil {
 		g.fail("%v", err)
 		return
@@ -849,7 +847,7 @@ func (h *httpRun) validators(g *Group) {
 		{"If-None-Match *", "*", http.StatusNotModified},
 		{"If-None-Match other", `"not-this"`, http.StatusOK},
 	} {
-		r2, err := h.do("GET", path, h.ro, nil, "If-None-Match", c.inm)
+		r2, err := h.do(ctx, "GET", path, h.ro, nil, "If-None-Match", c.inm)
 		if err == nil {
 			switch {
 			case r2.status != c.status:
@@ -862,7 +860,7 @@ func (h *httpRun) validators(g *Group) {
 		}
 		g.record(c.name, err)
 	}
-	r3, err := h.do("HEAD", path, h.ro, nil)
+	r3, err := h.do(ctx, "HEAD", path, h.ro, nil)
 	if err == nil {
 		switch {
 		case r3.status != http.StatusOK || len(r3.body) != 0:
@@ -874,7 +872,7 @@ func (h *httpRun) validators(g *Group) {
 		}
 	}
 	g.record("HEAD", err)
-	r4, err := h.do("GET", path, h.ro, nil)
+	r4, err := h.do(ctx, "GET", path, h.ro, nil)
 	if err == nil && (r4.header.Get("ETag") != etag || !bytes.Equal(r4.body, r.body)) {
 		err = errors.New("a second GET of an unchanged page has other bytes or another ETag")
 	}
@@ -882,7 +880,7 @@ func (h *httpRun) validators(g *Group) {
 }
 
 // paging walks the repository five records at a time (spec §9).
-func (h *httpRun) paging(g *Group) {
+func (h *httpRun) paging(ctx context.Context, g *Group) {
 	var ids []string
 	after := ""
 	for page := 0; page < 100; page++ {
@@ -890,7 +888,7 @@ func (h *httpRun) paging(g *Group) {
 		if after != "" {
 			path += "&after=" + after
 		}
-		r, err := h.do("GET", path, h.ro, nil)
+		r, err := h.do(ctx, "GET", path, h.ro, nil)
 		if err != nil {
 			g.fail("%v", err)
 			return
@@ -941,7 +939,7 @@ func (h *httpRun) paging(g *Group) {
 	}())
 	if len(h.posted) > 0 {
 		last := h.posted[len(h.posted)-1].receipt.ReceivedSeq
-		r, err := h.do("GET", "/v1/correspondence/events?"+h.query()+"&after="+last, h.ro, nil)
+		r, err := h.do(ctx, "GET", "/v1/correspondence/events?"+h.query()+"&after="+last, h.ro, nil)
 		if err == nil {
 			var a eventsAnswer
 			if err = r.decode(http.StatusOK, &a); err == nil &&
@@ -957,7 +955,7 @@ func (h *httpRun) paging(g *Group) {
 		{"limit 0", "&limit=0", "limit_invalid"},
 		{"limit 201", "&limit=201", "limit_invalid"},
 	} {
-		r, err := h.do("GET", "/v1/correspondence/events?"+h.query()+c.q, h.ro, nil)
+		r, err := h.do(ctx, "GET", "/v1/correspondence/events?"+h.query()+c.q, h.ro, nil)
 		if err == nil {
 			err = r.expectError(http.StatusBadRequest, c.code)
 		}
@@ -966,7 +964,7 @@ func (h *httpRun) paging(g *Group) {
 }
 
 // negotiation checks the representations of /events (spec §9).
-func (h *httpRun) negotiation(g *Group) {
+func (h *httpRun) negotiation(ctx context.Context, g *Group) {
 	path := "/v1/correspondence/events?" + h.query()
 	for _, c := range []struct {
 		name, accept, media string
@@ -978,7 +976,7 @@ func (h *httpRun) negotiation(g *Group) {
 		{"Accept text/html", "text/html", "", http.StatusNotAcceptable},
 		{"Accept JSON in latin-1", mediaJSON + "; charset=iso-8859-1", "", http.StatusNotAcceptable},
 	} {
-		r, err := h.do("GET", path, h.ro, nil, "Accept", c.accept)
+		r, err := h.do(ctx, "GET", path, h.ro, nil, "Accept", c.accept)
 		if err == nil {
 			switch {
 			case r.status != c.status:
@@ -1019,9 +1017,9 @@ type claimsAnswer struct {
 	} `json:"claims"`
 }
 
-func (h *httpRun) getClaims(extra string) (claimsAnswer, response, error) {
+func (h *httpRun) getClaims(ctx context.Context, extra string) (claimsAnswer, response, error) {
 	var a claimsAnswer
-	r, err := h.do("GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode()+extra, h.ro, nil)
+	r, err := h.do(ctx, "GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode()+extra, h.ro, nil)
 	if err != nil {
 		return a, r, err
 	}
@@ -1030,7 +1028,7 @@ func (h *httpRun) getClaims(extra string) (claimsAnswer, response, error) {
 
 // claims runs one lineage, open → renew → release, in a fresh repository
 // and reads the projection after each step (spec §8, §9).
-func (h *httpRun) claims(g *Group) {
+func (h *httpRun) claims(ctx context.Context, g *Group) {
 	claimID := newUUID()
 	str := canonicaljson.StringValue
 	expires := correspondence.FormatTimestamp(time.Now().Add(time.Hour))
@@ -1039,11 +1037,11 @@ func (h *httpRun) claims(g *Group) {
 		canonicaljson.Member{Name: "generation", Value: canonicaljson.IntValue(1)},
 		canonicaljson.Member{Name: "expires_at", Value: str(expires)},
 	), "docs", "api")
-	openP, _, err := h.append(open, "valid", false)
+	openP, _, err := h.append(ctx, open, "valid", false)
 	g.record("claim.open appended as valid", err)
 
 	active := func(name, extra, wantEvent string, wantGen int64) {
-		a, r, err := h.getClaims(extra)
+		a, r, err := h.getClaims(ctx, extra)
 		if err == nil {
 			switch {
 			case a.Protocol != correspondence.Protocol || a.Scope != "project_private" || a.ProjectionStatus != "complete" || a.Truncated:
@@ -1077,7 +1075,7 @@ func (h *httpRun) claims(g *Group) {
 		canonicaljson.Member{Name: "predecessor_event_id", Value: str(open.ID)},
 		canonicaljson.Member{Name: "expires_at", Value: str(expires)},
 	), "api", "docs")
-	renewP, _, err := h.append(renew, "valid", false)
+	renewP, _, err := h.append(ctx, renew, "valid", false)
 	g.record("claim.renew with the same path set, reordered, appended as valid", err)
 	active("renewal replaces the open as the tip", "", renewP.id, 2)
 
@@ -1086,19 +1084,19 @@ func (h *httpRun) claims(g *Group) {
 		canonicaljson.Member{Name: "generation", Value: canonicaljson.IntValue(3)},
 		canonicaljson.Member{Name: "predecessor_event_id", Value: str(renew.ID)},
 	), "docs", "api")
-	_, _, err = h.append(release, "valid", false)
+	_, _, err = h.append(ctx, release, "valid", false)
 	g.record("claim.release appended as valid", err)
 	active("release ends the claim", "", "", 0)
 
-	_, r, err := h.getClaims("")
+	_, r, err := h.getClaims(ctx, "")
 	if err == nil {
-		r2, err2 := h.do("GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode(), h.ro, nil, "If-None-Match", r.header.Get("ETag"))
+		r2, err2 := h.do(ctx, "GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode(), h.ro, nil, "If-None-Match", r.header.Get("ETag"))
 		if err = err2; err == nil && r2.status != http.StatusNotModified {
 			err = fmt.Errorf("status %d, want 304", r2.status)
 		}
 	}
 	g.record("claims ETag revalidates", err)
-	r, err = h.do("GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode(), h.ro, nil, "Accept", mediaAtom)
+	r, err = h.do(ctx, "GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode(), h.ro, nil, "Accept", mediaAtom)
 	if err == nil && r.status != http.StatusNotAcceptable {
 		err = fmt.Errorf("status %d, want 406 (claims offer the two JSON types only)", r.status)
 	}
@@ -1106,8 +1104,8 @@ func (h *httpRun) claims(g *Group) {
 }
 
 // voice reads the body-matrix repository's voice (spec §9).
-func (h *httpRun) voice(g *Group) {
-	r, err := h.do("GET", "/v1/correspondence/voice?"+h.query(), h.ro, nil)
+func (h *httpRun) voice(ctx context.Context, g *Group) {
+	r, err := h.do(ctx, "GET", "/v1/correspondence/voice?"+h.query(), h.ro, nil)
 	if err != nil {
 		g.fail("%v", err)
 		return
@@ -1189,8 +1187,8 @@ func (h *httpRun) voice(g *Group) {
 
 // lifecycle deactivates the identity and revokes the tokens, checking
 // that each takes effect (spec §10).
-func (h *httpRun) lifecycle(g *Group) {
-	r, err := h.do("POST", "/v1/admin/identities/"+h.identity+"/deactivate", h.admin, nil)
+func (h *httpRun) lifecycle(ctx context.Context, g *Group) {
+	r, err := h.do(ctx, "POST", "/v1/admin/identities/"+h.identity+"/deactivate", h.admin, nil)
 	if err == nil {
 		var ident struct {
 			Status string `json:"status"`
@@ -1201,18 +1199,18 @@ func (h *httpRun) lifecycle(g *Group) {
 	}
 	g.record("deactivate identity", err)
 	raw, _ := h.event(h.repo, "close", canonicaljson.ObjectValue()).CanonicalJSON()
-	r, err = h.post(raw)
+	r, err = h.post(ctx, raw)
 	if err == nil {
 		err = r.expectError(http.StatusForbidden, "sender_or_signing_key_not_active")
 	}
 	g.record("inactive identity cannot append", err)
 	for _, t := range []struct{ name, id, tok string }{{"read+append", h.rwID, h.rw}, {"read", h.roID, h.ro}} {
-		r, err := h.do("DELETE", "/v1/admin/tokens/"+url.PathEscape(t.id), h.admin, nil)
+		r, err := h.do(ctx, "DELETE", "/v1/admin/tokens/"+url.PathEscape(t.id), h.admin, nil)
 		if err == nil && r.status != http.StatusNoContent {
 			err = fmt.Errorf("status %d (%s), want 204", r.status, r.errorCode())
 		}
 		if err == nil {
-			r, err = h.do("GET", "/v1/correspondence/events?"+h.query(), t.tok, nil)
+			r, err = h.do(ctx, "GET", "/v1/correspondence/events?"+h.query(), t.tok, nil)
 			if err == nil {
 				err = r.expectError(http.StatusUnauthorized, "")
 			}
