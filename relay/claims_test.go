@@ -24,9 +24,9 @@ import (
 	"github.com/acrelay/acrelay/store/sqlite"
 )
 
-// newEnvWith is newEnv with a relay configuration; it also returns the
-// Server and the database file.
-func newEnvWith(t testing.TB, cfg relay.Config) (*env, *relay.Server, string) {
+// newEnvWith is newEnv with a relay configuration (and optional changes to
+// the test's http.Server); it also returns the Server and the database file.
+func newEnvWith(t testing.TB, cfg relay.Config, tune ...func(*http.Server)) (*env, *relay.Server, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acrelay.db")
 	st, err := sqlite.Open(context.Background(), path, slog.New(slog.DiscardHandler))
@@ -36,7 +36,11 @@ func newEnvWith(t testing.TB, cfg relay.Config) (*env, *relay.Server, string) {
 	t.Cleanup(func() { st.Close() })
 	cfg.OperatorToken, cfg.PublicURL = operatorToken, "http://relay.test"
 	s := relay.New(st, cfg)
-	srv := httptest.NewServer(s.Handler())
+	srv := httptest.NewUnstartedServer(s.Handler())
+	for _, f := range tune {
+		f(srv.Config)
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	tt, _ := t.(*testing.T)
 	return &env{t: tt, st: st, srv: srv, url: srv.URL}, s, path
@@ -204,17 +208,19 @@ func TestClaimsExactBody(t *testing.T) {
 	}
 }
 
+type refusal struct {
+	name, query, tok string
+	hdr              []string
+	status           int
+	code             string
+}
+
 func TestProjectionRefusals(t *testing.T) {
 	e := newEnv(t)
 	pid, tok := e.newProject("")
 	noRead := e.newToken(pid, "append")
 	for _, path := range []string{"/v1/correspondence/claims", "/v1/correspondence/voice"} {
-		cases := []struct {
-			name, query, tok string
-			hdr              []string
-			status           int
-			code             string
-		}{
+		cases := []refusal{
 			{"no token", "?repository_id=r", "", nil, 401, "unauthorized"},
 			{"operator token", "?repository_id=r", operatorToken, nil, 403, "project_token_required"},
 			{"no read scope", "?repository_id=r", noRead, nil, 403, "scope_insufficient"},
@@ -228,25 +234,10 @@ func TestProjectionRefusals(t *testing.T) {
 		}
 		if path == "/v1/correspondence/claims" {
 			cases = append(cases,
-				struct {
-					name, query, tok string
-					hdr              []string
-					status           int
-					code             string
-				}{"bad path", "?repository_id=r&path=a/../b", tok, nil, 400, "path_invalid"},
-				struct {
-					name, query, tok string
-					hdr              []string
-					status           int
-					code             string
-				}{"trailing slash path", "?repository_id=r&path=src/", tok, nil, 400, "path_invalid"})
+				refusal{"bad path", "?repository_id=r&path=a/../b", tok, nil, 400, "path_invalid"},
+				refusal{"trailing slash path", "?repository_id=r&path=src/", tok, nil, 400, "path_invalid"})
 		} else {
-			cases = append(cases, struct {
-				name, query, tok string
-				hdr              []string
-				status           int
-				code             string
-			}{"path is not a voice parameter", "?repository_id=r&path=src", tok, nil, 400, "query_parameter_unknown"})
+			cases = append(cases, refusal{"path is not a voice parameter", "?repository_id=r&path=src", tok, nil, 400, "query_parameter_unknown"})
 		}
 		for _, tc := range cases {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
@@ -588,8 +579,10 @@ func TestClaimsLineageVectorsOverHTTP(t *testing.T) {
 				ev := e.do("GET", "/v1/correspondence/events?repository_id="+repo, tok, nil)
 				var page struct {
 					Events []struct {
-						Event         struct{ EventID string `json:"event_id"` } `json:"event"`
-						LineageStatus correspondence.LineageStatus              `json:"lineage_status"`
+						Event struct {
+							EventID string `json:"event_id"`
+						} `json:"event"`
+						LineageStatus correspondence.LineageStatus `json:"lineage_status"`
 					} `json:"events"`
 				}
 				if err := json.Unmarshal(ev.Body, &page); err != nil {

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -29,7 +28,7 @@ const (
 	// that does not take it in time is disconnected.
 	DefaultWakeWriteTimeout = 10 * time.Second
 
-	wakeBuffer        = 4   // frames queued per subscriber before it is dropped
+	wakeBuffer        = 16  // frames queued per subscriber; the oldest gives way
 	wakePage          = 100 // recipients read per ActiveIdentityIDs page
 	wakeMaxInFlight   = 8   // publishes in flight per fan-out
 	wakePageTimeout   = 10 * time.Second
@@ -40,9 +39,6 @@ const (
 	wakeHeartbeatLine = ": heartbeat\n\n"
 )
 
-// errSubscriberDropped ends a stream whose subscriber fell behind.
-var errSubscriberDropped = errors.New("wake subscriber dropped: it did not keep up")
-
 // wakeFrame is one invalidation for one subscriber.
 type wakeFrame struct {
 	seq        int64
@@ -50,12 +46,12 @@ type wakeFrame struct {
 	occurredAt time.Time
 }
 
-// wakeSub is one open wake stream.
+// wakeSub is one open wake stream. Its handler is the only receiver on
+// ch; publishers (holding the project's lock) are the only senders.
 type wakeSub struct {
 	project    *wakeProject
 	identityID string
 	ch         chan wakeFrame
-	gone       chan struct{} // closed when the hub drops the subscriber
 }
 
 // wakeIdentity holds the streams of one identity and its wake_version.
@@ -104,7 +100,7 @@ func (h *wakeHub) subscribe(projectID, identityID string) *wakeSub {
 		p = &wakeProject{id: projectID, identities: make(map[string]*wakeIdentity)}
 		h.projects[projectID] = p
 	}
-	sub := &wakeSub{project: p, identityID: identityID, ch: make(chan wakeFrame, wakeBuffer), gone: make(chan struct{})}
+	sub := &wakeSub{project: p, identityID: identityID, ch: make(chan wakeFrame, wakeBuffer)}
 	p.mu.Lock()
 	wi := p.identities[identityID]
 	if wi == nil {
@@ -252,8 +248,10 @@ func inParallel(items []string, n int, f func(string)) {
 	wg.Wait()
 }
 
-// publish sends one frame to every stream of identityID, dropping any
-// stream whose buffer is full rather than waiting for it.
+// publish queues one frame on every stream of identityID without ever
+// waiting: when a stream's buffer is full its oldest frame gives way, since
+// a newer invalidation supersedes it. A stream that stops reading is not
+// waited for either: its handler's write deadline ends it.
 func (p *wakeProject) publish(identityID string, seq int64, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -263,11 +261,22 @@ func (p *wakeProject) publish(identityID string, seq int64, at time.Time) {
 	}
 	f := wakeFrame{seq: seq, version: wi.next(at), occurredAt: at}
 	for sub := range wi.subs {
+		sub.offer(f)
+	}
+}
+
+// offer queues f, discarding the oldest queued frame when the buffer is
+// full. Callers hold the project's lock, so no other sender interleaves.
+func (sub *wakeSub) offer(f wakeFrame) {
+	for {
 		select {
 		case sub.ch <- f:
+			return
 		default:
-			p.removeLocked(sub)
-			close(sub.gone)
+		}
+		select {
+		case <-sub.ch:
+		default:
 		}
 	}
 }
@@ -283,10 +292,7 @@ func (p *wakeProject) publishTo(sub *wakeSub, seq int64, at time.Time) {
 	if _, ok := wi.subs[sub]; !ok {
 		return
 	}
-	select {
-	case sub.ch <- wakeFrame{seq: seq, version: wi.next(at), occurredAt: at}:
-	default:
-	}
+	sub.offer(wakeFrame{seq: seq, version: wi.next(at), occurredAt: at})
 }
 
 // next returns the identity's next wake_version: an in-process counter
@@ -402,9 +408,6 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		var err error
 		select {
 		case <-r.Context().Done():
-			return
-		case <-sub.gone:
-			s.log.DebugContext(r.Context(), "wake stream ended", "project_id", p.ProjectID, "identity_id", identityID, "cause", errSubscriberDropped)
 			return
 		case f := <-sub.ch:
 			buf, err = appendWakeFrame(buf[:0], identityID, f)
