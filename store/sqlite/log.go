@@ -29,8 +29,13 @@ const maxWarningIDs = 16
 
 // Append stores ev and its receipt (spec §7) through the group committer,
 // in its own savepoint of a batch transaction. See store.Log.Append.
+// Checks run in this order: project exists, sender identity and key active
+// (so an exact retry after a revocation is refused too), then exact retry
+// or collision. Warnings (spec §9) are derived from the stored rows after
+// the append's ≤32 frontier rows are resolved, for retries as well.
 // Errors: store.ErrNotFound (unknown project), store.ErrSenderNotActive,
-// store.ErrEventIDCollision, store.ErrUnavailable, or ctx's error.
+// store.ErrEventIDCollision, store.ErrUnavailable, or ctx's error (the
+// append may still have committed; an exact retry tells).
 func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []byte) (store.AppendResult, error) {
 	if ev == nil || ev.ID == "" {
 		return store.AppendResult{}, errors.New("append: event without an id")
