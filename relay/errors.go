@@ -7,6 +7,7 @@ import (
 
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/handoff"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -63,7 +64,17 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		}
 		return &apiError{Status: http.StatusBadRequest, Code: ve.Code, Message: msg, Issues: ve.Issues}
 	}
+	var te *handoff.TransitionError
+	if errors.As(err, &te) { // spec/handoff-contract-1.md: 409 naming the current state
+		return errf(http.StatusConflict, te.Code, te.Error())
+	}
 	switch {
+	case errors.Is(err, store.ErrHandoffExists):
+		return errf(http.StatusConflict, "handoff_exists", "a contract with this handoffId exists with other content; its terms never change").withHint("move it with POST /v1/handoffs/{handoffId}/transitions")
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return errf(http.StatusConflict, "idempotency_key_reused", "this idempotencyKey was used for a contract with other content")
+	case errors.Is(err, store.ErrVersionConflict):
+		return errPreconditionFailed
 	case errors.Is(err, correspondence.ErrSignatureEncoding):
 		return errf(http.StatusBadRequest, "signature_encoding_invalid", "signature.value_b64url is not 86 characters of canonical unpadded base64url")
 	case errors.Is(err, correspondence.ErrSignatureInvalid):

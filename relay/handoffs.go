@@ -1,0 +1,557 @@
+package relay
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Handoff contracts over HTTP (spec/handoff-contract-1.md "HTTP").
+//
+// Project decisions the spec leaves open, in one place:
+//   - A PUT creates version 1 only in state proposed with attempt 0 (or
+//     absent) and no result; anything else is 422 contract_invalid with
+//     an issue at /state, /attempt or /result. Later states are reached
+//     through transitions only, so every version has a recorded cause.
+//   - An idempotent replay (200) answers with the contract's current
+//     version, which may be later than the version 1 it created.
+//   - The ETag is strong over the exact bytes of the representation
+//     (contract, version, overdue, events). If-Match on a transition is
+//     compared with the current representation computed the same way, so
+//     the ETag of any GET, PUT or transition answer is the one to send;
+//     if a handoff event naming the contract arrived or the deadline
+//     passed since, the client re-reads (412) before moving it.
+//   - overdue uses the relay's clock; nothing changes state by itself.
+//   - events lists at most store.MaxHandoffEvents ids in received order;
+//     "events_truncated": true is added only when more exist.
+//   - The list carries contract, version and overdue per row, not events.
+
+// MaxContractBytes caps a PUT or transition body (413 body_too_large).
+const MaxContractBytes = 262144
+
+func init() {
+	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
+		r.HandleFunc("/v1/handoffs", s.handleHandoffList).Methods("GET", "HEAD")
+		r.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffPut).Methods("PUT")
+		r.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffGet).Methods("GET", "HEAD")
+		r.HandleFunc("/v1/handoffs/{handoff_id}/transitions", s.handleHandoffTransition).Methods("POST")
+		r.HandleFunc("/v1/handoffs/{handoff_id}/versions", s.handleHandoffVersions).Methods("GET", "HEAD")
+	})
+}
+
+// handoffJSON is the representation of one contract version (spec
+// "HTTP"): the stored RFC 8785 contract bytes, the version number, the
+// deadline flag and the ids of handoff events naming it.
+type handoffJSON struct {
+	Contract        jsontext.Value `json:"contract"`
+	Version         int64          `json:"version"`
+	Overdue         bool           `json:"overdue"`
+	Events          []string       `json:"events"`
+	EventsTruncated bool           `json:"events_truncated,omitzero"`
+}
+
+// handoffRowJSON is one row of the list.
+type handoffRowJSON struct {
+	Contract jsontext.Value `json:"contract"`
+	Version  int64          `json:"version"`
+	Overdue  bool           `json:"overdue"`
+}
+
+type handoffListJSON struct {
+	Handoffs []handoffRowJSON `json:"handoffs"`
+	Page     pageJSON         `json:"page"`
+}
+
+type handoffVersionJSON struct {
+	Version   int64          `json:"version"`
+	CreatedAt string         `json:"created_at"`
+	Contract  jsontext.Value `json:"contract"`
+}
+
+type handoffVersionsJSON struct {
+	HandoffID string               `json:"handoff_id"`
+	Versions  []handoffVersionJSON `json:"versions"`
+	Page      pageJSON             `json:"page"`
+}
+
+var (
+	errHandoffIDInvalid     = errf(http.StatusBadRequest, "handoff_id_invalid", "the handoff id in the URL is not a canonical lowercase UUID")
+	errHandoffIDMismatch    = errf(http.StatusBadRequest, "handoff_id_mismatch", "handoffId in the body is not the handoff id in the URL")
+	errPreconditionRequired = errf(http.StatusPreconditionRequired, "precondition_required", "a transition needs If-Match with the contract's current ETag").withHint("GET the contract and send its ETag in If-Match")
+	errPreconditionFailed   = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match does not match the contract's current ETag").withHint("GET the contract again and retry with its ETag")
+	errTransitionBody       = errf(http.StatusBadRequest, "transition_invalid", `the body must be {"to": state, "result"?: object}`)
+)
+
+func contractInvalid(issues []handoff.Issue) *apiError {
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: "contract_invalid", Message: "the contract violates the handoff contract schema", Issues: issues}
+}
+
+// handoffID reads and checks the {handoff_id} path variable.
+func handoffID(r *http.Request) (string, error) {
+	id := mux.Vars(r)["handoff_id"]
+	if !handoff.ValidHandoffID(id) {
+		return "", errHandoffIDInvalid
+	}
+	return id, nil
+}
+
+// handoffStart is the project's route prologue: the scope, the JSON
+// answer media type, and the path id when the route has one.
+func (s *Server) handoffStart(w http.ResponseWriter, r *http.Request, scope string, withID bool) (principal, string, bool) {
+	p := principalFrom(r.Context())
+	if err := requireProject(p, scope); err != nil {
+		s.writeError(w, r, err)
+		return p, "", false
+	}
+	if _, ok := negotiate(r, []string{mediaJSON}); !ok {
+		s.writeError(w, r, errNotAcceptable)
+		return p, "", false
+	}
+	if !withID {
+		return p, "", true
+	}
+	id, err := handoffID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return p, "", false
+	}
+	return p, id, true
+}
+
+// representation renders v as handoffJSON at now.
+func (s *Server) representation(r *http.Request, v store.HandoffVersion, now time.Time) ([]byte, error) {
+	var c handoff.Contract
+	if err := json.Unmarshal(v.Contract, &c); err != nil {
+		return nil, err
+	}
+	ids, truncated, err := s.st.HandoffEvents(r.Context(), v.ProjectID, v.HandoffID)
+	if err != nil {
+		return nil, err
+	}
+	return marshalJSON(handoffJSON{Contract: jsontext.Value(v.Contract), Version: v.Version, Overdue: c.Overdue(now), Events: nonNil(ids), EventsTruncated: truncated})
+}
+
+func (s *Server) writeHandoff(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	w.Header().Set("ETag", etagOf(body))
+	w.Header().Set("Cache-Control", "private")
+	w.Header().Set("Vary", "Accept, Authorization")
+	s.writeBytes(w, r, status, mediaJSON, body)
+}
+
+// handleHandoffPut creates a contract (201) or replays its creation (200).
+func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
+	p, id, ok := s.handoffStart(w, r, store.ScopeAppend, true)
+	if !ok {
+		return
+	}
+	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+		s.writeError(w, r, errUnsupportedType)
+		return
+	}
+	raw, err := readBody(w, r, MaxContractBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, issues, err := handoff.Validate(raw)
+	if err != nil {
+		s.writeError(w, r, err) // strict profile: 400 with its reason code
+		return
+	}
+	if len(issues) > 0 {
+		s.writeError(w, r, contractInvalid(issues))
+		return
+	}
+	if c.HandoffID != id {
+		s.writeError(w, r, errHandoffIDMismatch)
+		return
+	}
+	if issues := newContractIssues(c); len(issues) > 0 {
+		s.writeError(w, r, contractInvalid(issues))
+		return
+	}
+	canonical, err := c.Canonical()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, created, err := s.st.CreateHandoff(r.Context(), store.HandoffVersion{
+		ProjectID: p.ProjectID, HandoffID: id, Version: 1, Contract: canonical,
+		State: string(c.State), AssigneeID: c.Assignee.ID, IdempotencyKey: c.IdempotencyKey,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := s.representation(r, v, time.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", s.publicBase(r)+"/v1/handoffs/"+v.HandoffID)
+	}
+	s.writeHandoff(w, r, status, body)
+}
+
+// newContractIssues are the project's rules for version 1 (see the top of
+// this file).
+func newContractIssues(c handoff.Contract) []handoff.Issue {
+	var issues []handoff.Issue
+	if c.State != handoff.Proposed {
+		issues = append(issues, handoff.Issue{Pointer: "/state", Message: "a new contract must be in state proposed; later states are reached through transitions"})
+	}
+	if c.Attempt != 0 {
+		issues = append(issues, handoff.Issue{Pointer: "/attempt", Message: "a new contract has attempt 0 (or none)"})
+	}
+	if c.Result != nil {
+		issues = append(issues, handoff.Issue{Pointer: "/result", Message: "a new contract has no result; it is given with a transition"})
+	}
+	return issues
+}
+
+// handleHandoffGet serves the current version under its ETag (304 on a
+// matching If-None-Match).
+func (s *Server) handleHandoffGet(w http.ResponseWriter, r *http.Request) {
+	p, id, ok := s.handoffStart(w, r, store.ScopeRead, true)
+	if !ok {
+		return
+	}
+	if _, err := readQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.st.Handoff(r.Context(), p.ProjectID, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := s.representation(r, v, time.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "private")
+	w.Header().Set("Vary", "Accept, Authorization")
+	s.writeRepresentation(w, r, mediaJSON, body)
+}
+
+// handleHandoffTransition moves a contract to another state under
+// If-Match and stores the result as the next version.
+func (s *Server) handleHandoffTransition(w http.ResponseWriter, r *http.Request) {
+	p, id, ok := s.handoffStart(w, r, store.ScopeAppend, true)
+	if !ok {
+		return
+	}
+	ifMatch := r.Header.Values("If-Match")
+	if len(ifMatch) == 0 {
+		s.writeError(w, r, errPreconditionRequired)
+		return
+	}
+	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+		s.writeError(w, r, errUnsupportedType)
+		return
+	}
+	raw, err := readBody(w, r, MaxContractBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	to, result, err := parseTransition(raw)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	cur, err := s.st.Handoff(r.Context(), p.ProjectID, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := time.Now()
+	body, err := s.representation(r, cur, now)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !ifMatchStrong(ifMatch, etagOf(body)) {
+		s.writeError(w, r, errPreconditionFailed)
+		return
+	}
+	next, err := nextVersion(cur, to, result)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.st.AppendHandoffVersion(r.Context(), next)
+	if err != nil {
+		s.writeError(w, r, err) // store.ErrVersionConflict: another writer won, 412
+		return
+	}
+	body, err = s.representation(r, v, now)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeHandoff(w, r, http.StatusOK, body)
+}
+
+// parseTransition reads {"to": state, "result"?: object} under the strict
+// profile; result is returned as a value so the schema can judge it in
+// place (/result/... pointers).
+func parseTransition(raw []byte) (string, *canonicaljson.Value, error) {
+	doc, err := canonicaljson.ParseObject(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	var to string
+	var result *canonicaljson.Value
+	seenTo := false
+	for i := range doc.Members {
+		m := &doc.Members[i]
+		switch {
+		case m.Name == "to" && m.Value.Kind == canonicaljson.String:
+			to, seenTo = m.Value.Str, true
+		case m.Name == "result" && m.Value.Kind == canonicaljson.Object:
+			result = &m.Value
+		default:
+			return "", nil, errTransitionBody
+		}
+	}
+	if !seenTo {
+		return "", nil, errTransitionBody
+	}
+	return to, result, nil
+}
+
+// nextVersion applies the move to the stored contract (spec "Lifecycle").
+// A given result is validated in place in the contract (422
+// contract_invalid with /result pointers) before the move is judged (409
+// with the lifecycle's code).
+func nextVersion(cur store.HandoffVersion, to string, result *canonicaljson.Value) (store.HandoffVersion, error) {
+	doc, err := canonicaljson.ParseObject(cur.Contract)
+	if err != nil {
+		return store.HandoffVersion{}, err
+	}
+	var res *handoff.Result
+	if result != nil {
+		withResult := canonicaljson.ObjectValue()
+		for _, m := range doc.Members {
+			if m.Name != "result" {
+				withResult.Members = append(withResult.Members, m)
+			}
+		}
+		withResult.Members = append(withResult.Members, canonicaljson.Member{Name: "result", Value: *result})
+		b, err := canonicaljson.Canonical(withResult)
+		if err != nil {
+			return store.HandoffVersion{}, err
+		}
+		c, issues, err := handoff.Validate(b)
+		if err != nil {
+			return store.HandoffVersion{}, err
+		}
+		if len(issues) > 0 {
+			return store.HandoffVersion{}, contractInvalid(issues)
+		}
+		res = c.Result
+		if res == nil { // {} is a valid, empty result
+			res = &handoff.Result{}
+		}
+	}
+	b, err := canonicaljson.Canonical(doc)
+	if err != nil {
+		return store.HandoffVersion{}, err
+	}
+	current, issues, err := handoff.Validate(b)
+	if err != nil || len(issues) > 0 {
+		return store.HandoffVersion{}, errors.New("stored contract no longer validates")
+	}
+	next, err := handoff.Transition(current, to, res)
+	if err != nil {
+		return store.HandoffVersion{}, err
+	}
+	if changed := handoff.ChangedTerms(current, next); len(changed) > 0 {
+		return store.HandoffVersion{}, errors.New("transition changed contract terms")
+	}
+	if issues, err := handoff.Check(next); err != nil || len(issues) > 0 {
+		if len(issues) > 0 {
+			return store.HandoffVersion{}, contractInvalid(issues)
+		}
+		return store.HandoffVersion{}, err
+	}
+	canonical, err := next.Canonical()
+	if err != nil {
+		return store.HandoffVersion{}, err
+	}
+	return store.HandoffVersion{ProjectID: cur.ProjectID, HandoffID: cur.HandoffID, Version: cur.Version + 1,
+		Contract: canonical, State: string(next.State), AssigneeID: next.Assignee.ID}, nil
+}
+
+// ifMatchStrong applies the strong comparison of RFC 9110 §13.1.1 to the
+// If-Match list: true for * or a member equal to etag (weak tags never
+// match).
+func ifMatchStrong(vals []string, etag string) bool {
+	for _, v := range vals {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || t == etag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// handleHandoffList pages the project's contracts newest first.
+func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := s.handoffStart(w, r, store.ScopeRead, false)
+	if !ok {
+		return
+	}
+	q, err := readQuery(r, "state", "assignee", "after", "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	hq := store.HandoffQuery{ProjectID: p.ProjectID, Limit: 50}
+	if st, ok := q["state"]; ok {
+		if !validState(st) {
+			s.writeError(w, r, errf(http.StatusBadRequest, "state_invalid", "state is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled"))
+			return
+		}
+		hq.State = st
+	}
+	if a, ok := q["assignee"]; ok {
+		if a == "" {
+			s.writeError(w, r, errf(http.StatusBadRequest, "assignee_invalid", "assignee must be a non-empty assignee id"))
+			return
+		}
+		hq.AssigneeID = a
+	}
+	var afterStr *string
+	if a, ok := q["after"]; ok {
+		if !handoff.ValidHandoffID(a) {
+			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be the handoff id that ended the previous page"))
+			return
+		}
+		hq.After, afterStr = a, &a
+	}
+	if l, ok := q["limit"]; ok {
+		n, ok := parseSeq(l)
+		if !ok || n < 1 || n > 200 {
+			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
+			return
+		}
+		hq.Limit = int(n)
+	}
+	page, err := s.st.Handoffs(r.Context(), hq)
+	if errors.Is(err, store.ErrNotFound) {
+		err = errf(http.StatusBadRequest, "after_invalid", "after must be the handoff id that ended the previous page")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := time.Now()
+	out := handoffListJSON{Handoffs: make([]handoffRowJSON, 0, len(page.Versions)), Page: pageJSON{After: afterStr, NextAfter: afterStr, HasMore: page.HasMore}}
+	for _, v := range page.Versions {
+		var c handoff.Contract
+		if err := json.Unmarshal(v.Contract, &c); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		out.Handoffs = append(out.Handoffs, handoffRowJSON{Contract: jsontext.Value(v.Contract), Version: v.Version, Overdue: c.Overdue(now)})
+	}
+	if n := len(page.Versions); n > 0 {
+		last := page.Versions[n-1].HandoffID
+		out.Page.NextAfter = &last
+	}
+	if page.HasMore && out.Page.NextAfter != nil {
+		nq := url.Values{}
+		for k, v := range q {
+			nq.Set(k, v)
+		}
+		nq.Set("after", *out.Page.NextAfter)
+		w.Header().Set("Link", "<"+s.publicBase(r)+"/v1/handoffs?"+nq.Encode()+`>; rel="next"`)
+	}
+	s.writeListing(w, r, out)
+}
+
+func validState(s string) bool {
+	for _, st := range handoff.States {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// handleHandoffVersions pages the append-only history of one contract.
+func (s *Server) handleHandoffVersions(w http.ResponseWriter, r *http.Request) {
+	p, id, ok := s.handoffStart(w, r, store.ScopeRead, true)
+	if !ok {
+		return
+	}
+	q, err := readQuery(r, "after", "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var after int64
+	var afterStr *string
+	if a, ok := q["after"]; ok {
+		n, ok := parseSeq(a)
+		if !ok {
+			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be a version number: a decimal string without leading zeros"))
+			return
+		}
+		after, afterStr = n, &a
+	}
+	limit := 100
+	if l, ok := q["limit"]; ok {
+		n, ok := parseSeq(l)
+		if !ok || n < 1 || n > 200 {
+			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
+			return
+		}
+		limit = int(n)
+	}
+	vs, more, err := s.st.HandoffVersions(r.Context(), p.ProjectID, id, after, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := handoffVersionsJSON{HandoffID: id, Versions: make([]handoffVersionJSON, 0, len(vs)), Page: pageJSON{After: afterStr, NextAfter: afterStr, HasMore: more}}
+	for _, v := range vs {
+		out.Versions = append(out.Versions, handoffVersionJSON{Version: v.Version, CreatedAt: correspondence.FormatTimestamp(v.CreatedAt), Contract: jsontext.Value(v.Contract)})
+	}
+	if n := len(vs); n > 0 {
+		last := strconv.FormatInt(vs[n-1].Version, 10)
+		out.Page.NextAfter = &last
+	}
+	s.writeListing(w, r, out)
+}
+
+func (s *Server) writeListing(w http.ResponseWriter, r *http.Request, out any) {
+	body, err := marshalJSON(out)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "private")
+	w.Header().Set("Vary", "Accept, Authorization")
+	s.writeRepresentation(w, r, mediaJSON, body)
+}
