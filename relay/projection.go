@@ -212,10 +212,15 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 }
 
 // reconcileForRead does the read's bounded lineage work (spec §8) in its
-// own short write transaction. Its failure is not the read's: the persisted
-// incomplete flag still tells the truth about the remaining work, and the
-// snapshot read reports it.
+// own short write transaction, when the persisted incomplete flag says
+// frontier rows are queued (with none queued there is nothing to resolve,
+// and no write transaction is spent on it). Its failure is not the read's:
+// the persisted flag still tells the truth about the remaining work, and
+// the snapshot read reports it.
 func (s *Server) reconcileForRead(ctx context.Context, projectID string) {
+	if incomplete, _, err := s.st.LineageWatermark(ctx, projectID); err == nil && !incomplete {
+		return
+	}
 	if _, err := s.st.ReconcileLineage(ctx, projectID, readFrontierBudget); err != nil && ctx.Err() == nil && !isNotFound(err) {
 		s.log.WarnContext(ctx, "read-time lineage reconciliation failed", "project_id", projectID, "err", err)
 	}

@@ -195,16 +195,31 @@ func readActiveClaims(ctx context.Context, tx *sql.Tx, q store.ClaimsQuery, now 
 		return err
 	}
 	truncated := n > store.MaxActiveClaims // covers the 513-row sentinel too
+	if len(claims) == 0 {
+		snap.Claims, snap.Truncated = claims, truncated
+		return nil
+	}
+	// Up to 128 lookups of each kind: prepared once per snapshot.
+	canonicalStmt, err := tx.PrepareContext(ctx, selectCanonical)
+	if err != nil {
+		return err
+	}
+	defer canonicalStmt.Close()
+	competitorsStmt, err := tx.PrepareContext(ctx, claimCompetitors)
+	if err != nil {
+		return err
+	}
+	defer competitorsStmt.Close()
 	for i := range claims {
 		c := &claims[i]
 		var canonical []byte
-		if err := tx.QueryRowContext(ctx, selectCanonical, q.ProjectID, c.EventID).Scan(&canonical); err != nil {
+		if err := canonicalStmt.QueryRowContext(ctx, q.ProjectID, c.EventID).Scan(&canonical); err != nil {
 			return err
 		}
 		if c.Scope, err = scopeOf(canonical); err != nil {
 			return err
 		}
-		ids, more, err := listIDs(ctx, tx, store.MaxCompetitors, claimCompetitors, q.ProjectID, q.RepositoryID, c.ClaimID, c.EventID, store.MaxCompetitors+1)
+		ids, more, err := listIDs(ctx, competitorsStmt, store.MaxCompetitors, q.ProjectID, q.RepositoryID, c.ClaimID, c.EventID, store.MaxCompetitors+1)
 		if err != nil {
 			return err
 		}
@@ -232,10 +247,10 @@ func scopeOf(canonical []byte) ([]byte, error) {
 	return b, nil
 }
 
-// listIDs runs a one-column query whose LIMIT is a sentinel of max+1 and
-// returns at most max ids and whether the sentinel row was there.
-func listIDs(ctx context.Context, tx *sql.Tx, max int, query string, args ...any) ([]string, bool, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+// listIDs runs a one-column statement whose LIMIT is a sentinel of max+1
+// and returns at most max ids and whether the sentinel row was there.
+func listIDs(ctx context.Context, stmt *sql.Stmt, max int, args ...any) ([]string, bool, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, false, err
 	}
@@ -313,8 +328,16 @@ func readSessionForks(ctx context.Context, tx *sql.Tx, q store.VoiceQuery, v *st
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if len(tuples) == 0 {
+		return nil
+	}
+	lookup, err := tx.PrepareContext(ctx, forkLookup)
+	if err != nil {
+		return err
+	}
+	defer lookup.Close()
 	for _, t := range tuples {
-		ids, more, err := listIDs(ctx, tx, store.MaxForkEvents, forkLookup, q.ProjectID, t.identity, t.device, t.session, t.seq, store.MaxForkEvents+1)
+		ids, more, err := listIDs(ctx, lookup, store.MaxForkEvents, q.ProjectID, t.identity, t.device, t.session, t.seq, store.MaxForkEvents+1)
 		if err != nil {
 			return err
 		}
