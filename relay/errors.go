@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
@@ -66,7 +67,7 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 	}
 	var te *handoff.TransitionError
 	if errors.As(err, &te) { // spec/handoff-contract-1.md: 409 naming the current state
-		return errf(http.StatusConflict, te.Code, te.Error())
+		return errf(http.StatusConflict, te.Code, strings.TrimPrefix(te.Error(), te.Code+": "))
 	}
 	switch {
 	case errors.Is(err, store.ErrHandoffExists):

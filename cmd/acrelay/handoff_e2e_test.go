@@ -42,7 +42,7 @@ func TestHandoffCommandsAgainstRelay(t *testing.T) {
 			code: exitRefused, errText: "relay answered 412 precondition_failed"},
 		{name: "running", cmd: newHandoffTransitionCmd, args: []string{id, "running"}, out: []string{`"attempt":1`, `"version":3`}},
 		{name: "illegal move", cmd: newHandoffTransitionCmd, args: []string{id, "accepted"},
-			code: exitRefused, errText: "relay answered 409 transition_not_allowed: transition_not_allowed: the contract is running and cannot move to accepted"},
+			code: exitRefused, errText: "relay answered 409 transition_not_allowed: the contract is running and cannot move to accepted"},
 		{name: "verifying", cmd: newHandoffTransitionCmd, args: []string{id, "verifying"}, out: []string{`"state":"verifying"`}},
 		{name: "no result", cmd: newHandoffTransitionCmd, args: []string{id, "succeeded"}, code: exitRefused, errText: "409 result_required"},
 		{name: "no evidence", cmd: newHandoffTransitionCmd, args: []string{id, "succeeded", "--result", noEvidence}, code: exitRefused, errText: "409 evidence_required"},
