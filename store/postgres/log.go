@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
@@ -64,18 +65,30 @@ type appendInput struct {
 
 func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if err := lockStream(ctx, tx, ev.ProjectID); err != nil {
-		return store.AppendResult{}, err
-	}
+	// The stream lock, then the state, pipelined in one round trip: the
+	// server runs them in order and the state statement takes its snapshot
+	// only once the lock is held (see doc.go).
+	var found bool
 	var idStatus, keyStatus *string
 	var stored []byte
-	err := tx.QueryRow(ctx, selectAppendState, ev.ProjectID, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ID).
-		Scan(&idStatus, &keyStatus, &stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.AppendResult{}, store.ErrNotFound
-	}
-	if err != nil {
+	var incomplete bool
+	b := &pgx.Batch{}
+	b.Queue(lockStreamSQL, streamLockKey(ev.ProjectID))
+	b.Queue(selectAppendState, ev.ProjectID, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ID).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				found = true
+				if err := rows.Scan(&idStatus, &keyStatus, &stored, &incomplete); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return store.AppendResult{}, err
+	}
+	if !found {
+		return store.AppendResult{}, store.ErrNotFound
 	}
 	if idStatus == nil || keyStatus == nil || *idStatus != store.StatusActive || *keyStatus != store.StatusActive {
 		return store.AppendResult{}, store.ErrSenderNotActive
@@ -84,68 +97,109 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 		if !bytes.Equal(stored, in.canonical) {
 			return store.AppendResult{}, store.ErrEventIDCollision
 		}
-		return finishAppend(ctx, tx, in, false)
+		return finishAppend(ctx, tx, in, false, incomplete)
 	}
 
-	// The event row (with its receipt) and its parents in one round trip.
-	var seq int64
-	b := &pgx.Batch{}
+	// The event row (with its receipt), its parents, its handoff reference
+	// and its advance notification in one round trip; for a non-claim also
+	// the release of the claims waiting on it and the read-back, which
+	// frontier work cannot change.
+	var released int64
+	var rec store.Record
+	var forks []string
+	b = &pgx.Batch{}
 	b.Queue(insertEvent, ev.ProjectID, ev.ID, ev.RepositoryID, ev.ThreadID, string(ev.Kind), ev.Sender.IdentityID,
-		ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq, in.canonical).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&seq)
-	})
+		ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq, in.canonical)
 	for _, p := range ev.Parents {
 		b.Queue(insertParent, ev.ProjectID, ev.ID, p)
 	}
-	// Any arrival that is not itself pending readies the claims waiting on
-	// it, whatever its kind (spec §8); a non-claim is never pending.
+	if h := ev.HandoffID(); h != "" {
+		b.Queue(insertHandoffRef, ev.ProjectID, h, ev.ID)
+	}
+	b.Queue(notifyAdvance, ev.ProjectID)
 	if !in.isClaim {
-		b.Queue(releaseWaiters, ev.ProjectID, ev.ID)
+		// Any arrival that is not itself pending readies the claims
+		// waiting on it, whatever its kind (spec §8).
+		b.Queue(releaseWaiters, ev.ProjectID, ev.ID).Exec(func(tag pgconn.CommandTag) error {
+			released = tag.RowsAffected()
+			return nil
+		})
+		queueReadBack(b, ev, &rec, &forks)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return store.AppendResult{}, err
 	}
-	if in.isClaim {
-		status, err := placeClaim(ctx, tx, in, seq)
-		if err != nil {
-			return store.AppendResult{}, err
-		}
-		if status != correspondence.LineagePending {
-			if _, err := tx.Exec(ctx, releaseWaiters, ev.ProjectID, ev.ID); err != nil {
+	if !in.isClaim {
+		if incomplete || released > 0 {
+			if err := reconcileAndFlag(ctx, tx, ev.ProjectID, appendFrontierBudget); err != nil {
 				return store.AppendResult{}, err
 			}
 		}
+		return buildResult(in, rec, forks, true), nil
 	}
-	return finishAppend(ctx, tx, in, true)
-}
-
-// finishAppend resolves this append's share of the ready frontier, then
-// persists the lineage flags and reads back the record and the session
-// tuple in one round trip, and derives the warnings from what is stored.
-func finishAppend(ctx context.Context, tx pgx.Tx, in appendInput, created bool) (store.AppendResult, error) {
-	ev := in.ev
-	incomplete, changed, err := reconcileRows(ctx, tx, ev.ProjectID, appendFrontierBudget)
+	status, err := placeClaim(ctx, tx, in)
 	if err != nil {
 		return store.AppendResult{}, err
+	}
+	if status != correspondence.LineagePending {
+		tag, err := tx.Exec(ctx, releaseWaiters, ev.ProjectID, ev.ID)
+		if err != nil {
+			return store.AppendResult{}, err
+		}
+		released = tag.RowsAffected()
+	}
+	return finishAppend(ctx, tx, in, true, incomplete || released > 0)
+}
+
+// finishAppend resolves this append's share of the ready frontier when it
+// may hold rows (frontier: the persisted flag was set or this append
+// readied rows; otherwise it is empty and the flags stay as they are),
+// then reads back the record and the session tuple in one round trip.
+func finishAppend(ctx context.Context, tx pgx.Tx, in appendInput, created, frontier bool) (store.AppendResult, error) {
+	if frontier {
+		if err := reconcileAndFlag(ctx, tx, in.ev.ProjectID, appendFrontierBudget); err != nil {
+			return store.AppendResult{}, err
+		}
 	}
 	var rec store.Record
 	var forks []string
 	b := &pgx.Batch{}
-	b.Queue(updateLineageFlags, incomplete, changed, ev.ProjectID)
+	queueReadBack(b, in.ev, &rec, &forks)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return store.AppendResult{}, err
+	}
+	return buildResult(in, rec, forks, created), nil
+}
+
+// reconcileAndFlag resolves at most budget frontier rows and persists the
+// incomplete flag and watermark.
+func reconcileAndFlag(ctx context.Context, tx pgx.Tx, projectID string, budget int) error {
+	incomplete, changed, err := reconcileRows(ctx, tx, projectID, budget)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, updateLineageFlags, incomplete, changed, projectID)
+	return err
+}
+
+// queueReadBack queues the read of ev's record and of its session tuple.
+func queueReadBack(b *pgx.Batch, ev *correspondence.Event, rec *store.Record, forks *[]string) {
 	b.Queue(selectRecord, ev.ProjectID, ev.ID).QueryRow(func(row pgx.Row) error {
 		var err error
-		rec, err = scanRecord(row, ev.ProjectID)
+		*rec, err = scanRecord(row, ev.ProjectID)
 		return err
 	})
 	b.Queue(selectSessionTuple, ev.ProjectID, ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID,
 		ev.SessionSeq).Query(func(rows pgx.Rows) error {
 		var err error
-		forks, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		*forks, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return store.AppendResult{}, err
-	}
+}
+
+// buildResult derives the warnings of spec §9 from what is stored.
+func buildResult(in appendInput, rec store.Record, forks []string, created bool) store.AppendResult {
+	ev := in.ev
 	res := store.AppendResult{Record: rec, Created: created}
 	if len(forks) > 1 {
 		res.Warnings = append(res.Warnings, store.Warning{
@@ -161,7 +215,7 @@ func finishAppend(ctx context.Context, tx pgx.Tx, in appendInput, created bool) 
 			EventIDs: []string{in.node.PredecessorEventID},
 		})
 	}
-	return res, nil
+	return res
 }
 
 // lineageRow is one claim_lineage row.
@@ -195,7 +249,7 @@ func loadLineage(ctx context.Context, tx pgx.Tx, projectID, eventID string) (lin
 // records it (spec §8): a claim.open takes correspondence.RootStatus (and
 // is a tip when valid); a renew/release whose predecessor is absent or
 // pending waits for it; otherwise correspondence.Successor decides.
-func placeClaim(ctx context.Context, tx pgx.Tx, in appendInput, seq int64) (correspondence.LineageStatus, error) {
+func placeClaim(ctx context.Context, tx pgx.Tx, in appendInput) (correspondence.LineageStatus, error) {
 	ev, n := in.ev, in.node
 	var status correspondence.LineageStatus
 	root := ""
@@ -209,7 +263,7 @@ func placeClaim(ctx context.Context, tx pgx.Tx, in appendInput, seq int64) (corr
 			return "", err
 		}
 	}
-	if _, err := tx.Exec(ctx, insertLineage, ev.ProjectID, ev.ID, seq, n.RepositoryID, n.ThreadID, n.ClaimID,
+	if _, err := tx.Exec(ctx, insertLineage, ev.ProjectID, ev.ID, n.RepositoryID, n.ThreadID, n.ClaimID,
 		n.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, string(n.Kind), n.Generation, n.PredecessorEventID,
 		in.paths, nullable(n.ExpiresAt), string(status), root); err != nil {
 		return "", err

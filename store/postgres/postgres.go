@@ -190,7 +190,8 @@ func ctxErr(err error) error {
 // wrapErr keeps store sentinels and maps everything else.
 func wrapErr(op string, err error) error {
 	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrUnavailable,
-		store.ErrEventIDCollision, store.ErrSenderNotActive} {
+		store.ErrEventIDCollision, store.ErrSenderNotActive, store.ErrHandoffExists, store.ErrIdempotencyKeyReused,
+		store.ErrVersionConflict} {
 		if errors.Is(err, s) {
 			return fmt.Errorf("%s: %w", op, err)
 		}

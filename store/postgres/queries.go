@@ -50,11 +50,13 @@ const (
 const (
 	projectExists = `SELECT EXISTS (SELECT 1 FROM projects WHERE id = $1)`
 
-	// selectAppendState reads, in one round trip after the stream lock: the
+	// selectAppendState reads, right after the stream lock (pipelined in
+	// the lock's round trip, but its own statement and snapshot): the
 	// project (no row when unknown), the statuses of the sender identity and
 	// key (NULL when the key is not a key of that identity in the project),
-	// and the bytes already stored under the event id (NULL when new).
-	selectAppendState = `SELECT s.identity_status, s.key_status, e.canonical
+	// the bytes already stored under the event id (NULL when new), and the
+	// lineage_incomplete flag (false means the ready frontier is empty).
+	selectAppendState = `SELECT s.identity_status, s.key_status, e.canonical, p.lineage_incomplete
 		FROM projects p
 		LEFT JOIN LATERAL (
 			SELECT i.status, k.status FROM signing_keys k JOIN identities i ON i.id = k.identity_id
@@ -87,10 +89,12 @@ const (
 
 // Lineage (spec §8).
 const (
+	// insertLineage takes received_seq from the event row just stored.
 	insertLineage = `INSERT INTO claim_lineage (project_id, event_id, received_seq, repository_id, thread_id,
 		claim_id, identity_id, device_id, session_id, kind, generation, predecessor_event_id, paths,
 		expires_at, status, root_identity_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+		SELECT $1, $2, e.received_seq, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[], $13::timestamptz, $14, $15
+		FROM events e WHERE e.project_id = $1 AND e.event_id = $2`
 
 	selectLineage = `SELECT repository_id, thread_id, claim_id, identity_id, kind, generation,
 		predecessor_event_id, paths, expires_at, status, root_identity_id

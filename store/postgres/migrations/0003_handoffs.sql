@@ -1,4 +1,4 @@
--- Why: handoff contracts (spec/handoff-contract-1.md) are stored per project as append-only versions, and a handoff's GET lists the correspondence handoff events whose body.handoff_id names it, so those references are indexed when events are appended.
+-- Why: handoff contracts (spec/handoff-contract-1.md) are stored per project as append-only versions, and a handoff's GET lists the correspondence handoff events whose body.handoff_id names it, so those references are indexed when events are appended; the same tables as store/sqlite's 0003.
 --
 -- Query paths and the index that serves each:
 --   Handoff(project, id) / AppendHandoffVersion    handoffs PK (project_id, handoff_id)
@@ -8,11 +8,10 @@
 --   Handoffs(q) by assignee                         handoffs_assignee (project_id, assignee_id, created_at, handoff_id)
 --   HandoffVersions(project, id, after)             handoff_versions PK (project_id, handoff_id, version)
 --   HandoffEvents(project, id)                      handoff_refs PK (project_id, handoff_id, received_seq)
--- handoffs is the head row of each contract (its current version, state and
--- assignee, for filtering), updated under a row lock; handoff_versions rows
--- are never updated or deleted. handoff_refs is filled by Append for every
--- handoff event with a body.handoff_id, whether or not the contract exists,
--- and is backfilled here from the events already stored.
+-- handoff_versions rows are never updated or deleted. handoff_refs is filled
+-- by Append for every handoff event with a string body.handoff_id, whether or
+-- not the contract exists, and is backfilled here from stored events.
+-- Writes of one project's contracts take the project's stream lock.
 
 -- +goose Up
 CREATE TABLE handoffs (

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/postgres"
+)
+
+// init plugs the PostgreSQL store into openStore: `acrelay serve
+// --database-url postgres://…` (or ACRELAY_DATABASE_URL / _FILE).
+func init() {
+	postgresOpener = func(ctx context.Context, url string, logger *slog.Logger) (store.Store, error) {
+		db, err := postgres.Open(ctx, url, logger)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+		return db, nil
+	}
+}
