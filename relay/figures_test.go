@@ -268,8 +268,8 @@ func TestFiguresIdleSubscriberMemory(t *testing.T) {
 		per("heap_inuse")+per("stack_inuse"), per("heap_inuse"), per("stack_inuse"), per("rss"), before["goroutines"], after["goroutines"])
 }
 
-// TestFiguresWakeLatency: 1,000 streams; the time from the POST's 201 to
-// each stream's change frame.
+// TestFiguresWakeLatency: 1,000 streams of 1,000 identities; the time
+// from the POST's 201 to each stream's change frame.
 func TestFiguresWakeLatency(t *testing.T) {
 	figuresEnabled(t)
 	c := startChild(t)
@@ -280,10 +280,14 @@ func TestFiguresWakeLatency(t *testing.T) {
 		at  time.Time
 	}
 	arrivals := make(chan arrival, n*4)
+	e := &env{t: t, url: c.info.URL}
 	var wg sync.WaitGroup
 	var conns []net.Conn
 	for range n {
-		conn, br, err := dialWake(addr, c.info.Token, c.info.IdentityID)
+		// Each stream is its own identity: ten pages of recipients.
+		r := e.do("POST", "/v1/admin/projects/"+c.info.ProjectID+"/identities", c.info.Token, []byte(`{"display_name":"listener"}`))
+		mustStatus(t, r, 201)
+		conn, br, err := dialWake(addr, c.info.Token, r.json(t)["identity_id"].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +310,6 @@ func TestFiguresWakeLatency(t *testing.T) {
 		}
 		wg.Wait()
 	}()
-	e := &env{t: t, url: c.info.URL}
 	a := e.newAgent(c.info.ProjectID, c.info.Token)
 	var fromPost, fromCreated []time.Duration
 	for i := range 20 {
@@ -333,6 +336,6 @@ func TestFiguresWakeLatency(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("1,000 streams, 20 POSTs: POST sent → frame %s", percentiles(fromPost))
-	t.Logf("1,000 streams, 20 POSTs: 201 read → frame (0 when the frame came first) %s", percentiles(fromCreated))
+	t.Logf("1,000 identities' streams, 20 POSTs: POST sent → frame %s", percentiles(fromPost))
+	t.Logf("1,000 identities' streams, 20 POSTs: 201 read → frame (0 when the frame came first) %s", percentiles(fromCreated))
 }
