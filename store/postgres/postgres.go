@@ -84,7 +84,9 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
-		logger.Error("postgres migration failed", "err", mapErr("migrate", err))
+		// The driver's own text helps the operator here (pgconn never puts
+		// the password in it); it is logged, not returned.
+		logger.Error("postgres migration failed", "err", err)
 		return fmt.Errorf("migrate: %w", store.ErrUnavailable)
 	}
 	for _, r := range results {
