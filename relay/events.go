@@ -262,6 +262,35 @@ func repoSelection(q map[string]string) (repo, thread string, err error) {
 	return repo, thread, nil
 }
 
+// seqCursor reads the optional "after" parameter: an exclusive cursor
+// (received_seq or version number). afterStr echoes it (nil when absent).
+// Error: 400 after_invalid with msg.
+func seqCursor(q map[string]string, msg string) (after int64, afterStr *string, err error) {
+	a, ok := q["after"]
+	if !ok {
+		return 0, nil, nil
+	}
+	n, ok := parseSeq(a)
+	if !ok {
+		return 0, nil, errf(http.StatusBadRequest, "after_invalid", msg)
+	}
+	return n, &a, nil
+}
+
+// pageLimit reads the optional "limit" parameter: 1–200, default 100.
+// Error: 400 limit_invalid.
+func pageLimit(q map[string]string) (int, error) {
+	l, ok := q["limit"]
+	if !ok {
+		return 100, nil
+	}
+	n, ok := parseSeq(l)
+	if !ok || n < 1 || n > 200 {
+		return 0, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200")
+	}
+	return int(n), nil
+}
+
 // parseSeq parses a received_seq cursor: a decimal string, no sign, no
 // leading zero, at most 2^63-1.
 func parseSeq(s string) (int64, bool) {
@@ -296,24 +325,15 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 		s.writeError(w, r, err)
 		return
 	}
-	var after int64
-	var afterStr *string
-	if a, ok := q["after"]; ok {
-		n, ok := parseSeq(a)
-		if !ok {
-			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be a received_seq: a decimal string without leading zeros"))
-			return
-		}
-		after, afterStr = n, &a
+	after, afterStr, err := seqCursor(q, "after must be a received_seq: a decimal string without leading zeros")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	limit := 100
-	if l, ok := q["limit"]; ok {
-		n, ok := parseSeq(l)
-		if !ok || n < 1 || n > 200 {
-			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
-			return
-		}
-		limit = int(n)
+	limit, err := pageLimit(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	media := fixed
 	if media == "" {

@@ -449,13 +449,9 @@ func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 		}
 		hq.After, afterStr = a, &a
 	}
-	if l, ok := q["limit"]; ok {
-		n, ok := parseSeq(l)
-		if !ok || n < 1 || n > 200 {
-			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
-			return
-		}
-		hq.Limit = int(n)
+	if hq.Limit, err = pageLimit(q); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	page, err := s.st.Handoffs(r.Context(), hq)
 	if errors.Is(err, store.ErrNotFound) {
@@ -510,24 +506,15 @@ func (s *Server) handleHandoffVersions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var after int64
-	var afterStr *string
-	if a, ok := q["after"]; ok {
-		n, ok := parseSeq(a)
-		if !ok {
-			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be a version number: a decimal string without leading zeros"))
-			return
-		}
-		after, afterStr = n, &a
+	after, afterStr, err := seqCursor(q, "after must be a version number: a decimal string without leading zeros")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	limit := 100
-	if l, ok := q["limit"]; ok {
-		n, ok := parseSeq(l)
-		if !ok || n < 1 || n > 200 {
-			s.writeError(w, r, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200"))
-			return
-		}
-		limit = int(n)
+	limit, err := pageLimit(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	vs, more, err := s.st.HandoffVersions(r.Context(), p.ProjectID, id, after, limit)
 	if err != nil {
