@@ -230,7 +230,7 @@ func placeClaim(t *txn, in appendInput, seq int64) (correspondence.LineageStatus
 	ev, n := in.ev, in.node
 	status, root := correspondence.LineagePending, ""
 	if n.Kind == correspondence.KindClaimOpen {
-		status, root = correspondence.LineageValid, n.IdentityID
+		status, root = correspondence.RootStatus(n), n.IdentityID
 	} else {
 		var err error
 		status, root, err = judge(t, ev.ProjectID, n)
