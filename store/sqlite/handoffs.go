@@ -25,6 +25,11 @@ const (
 	insertHandoff = `INSERT INTO handoffs (project_id, handoff_id, idempotency_key, current_version, state, assignee_id, created_at)
 		VALUES (?, ?, ?, 1, ?, ?, ` + nowMS + `) RETURNING created_at`
 
+	// insertFirstHandoffVersion reuses the head's created_at, so a contract's
+	// list position and its version 1 carry one time.
+	insertFirstHandoffVersion = `INSERT INTO handoff_versions (project_id, handoff_id, version, contract, state, assignee_id, created_at)
+		VALUES (?, ?, 1, ?, ?, ?, ?)`
+
 	insertHandoffVersion = `INSERT INTO handoff_versions (project_id, handoff_id, version, contract, state, assignee_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
 
@@ -90,7 +95,7 @@ func (db *DB) CreateHandoff(ctx context.Context, v store.HandoffVersion) (store.
 		if err := tx.QueryRowContext(ctx, insertHandoff, v.ProjectID, v.HandoffID, v.IdempotencyKey, v.State, v.AssigneeID).Scan(&at); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, insertHandoffVersion, v.ProjectID, v.HandoffID, 1, v.Contract, v.State, v.AssigneeID).Scan(&at); err != nil {
+		if _, err := tx.ExecContext(ctx, insertFirstHandoffVersion, v.ProjectID, v.HandoffID, v.Contract, v.State, v.AssigneeID, at); err != nil {
 			return err
 		}
 		out, created = v, true
