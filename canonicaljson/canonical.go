@@ -104,12 +104,29 @@ func appendString(dst []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
 		return dst, &ProfileError{Reason: ReasonInvalidUTF8, Detail: "string is not UTF-8"}
 	}
+	// Fast path: RFC 8785 escapes only '"', '\\' and U+0000–U+001F, and
+	// writes every other (already validated) character as itself.
+	if !needsEscape(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"'), nil
+	}
 	// RFC 8785 §3.2.2.2: jsontext.AppendQuote emits exactly the minimal escapes.
 	out, err := jsontext.AppendQuote(dst, s)
 	if err != nil {
 		return dst, &ProfileError{Reason: ReasonInvalidUTF8, Detail: "string is not UTF-8"}
 	}
 	return out, nil
+}
+
+// needsEscape reports whether s holds a byte that RFC 8785 escapes.
+func needsEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // CompareUTF16 orders a and b by their UTF-16 code units, as RFC 8785

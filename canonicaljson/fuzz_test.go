@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/internal/shareddir"
@@ -116,6 +117,14 @@ func reversed(v canonicaljson.Value) canonicaljson.Value {
 func FuzzCanonicalStable(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The canonical string form equals jsontext's RFC 8785 quoting.
+		if s := string(data); utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+			got, err := canonicaljson.Canonical(canonicaljson.StringValue(s))
+			want, werr := jsontext.AppendQuote(nil, s)
+			if err != nil || werr != nil || !bytes.Equal(got, want) {
+				t.Fatalf("string quoting differs from jsontext: %v %v", err, werr)
+			}
+		}
 		c1, err := canonicaljson.CanonicalizeBytes(data)
 		if err != nil {
 			checkRefusal(t, err)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/acrelay/acrelay/canonicaljson"
 )
@@ -270,6 +271,20 @@ func EncodePublicKey(pub ed25519.PublicKey) string {
 	return base64.RawURLEncoding.EncodeToString(pub)
 }
 
+// verifyBufs recycles Verify's two canonicalization buffers (core and
+// signed), so that a 60 KiB event does not allocate them again each time.
+var verifyBufs = sync.Pool{New: func() any { return &[2][]byte{make([]byte, 0, 2048), make([]byte, 0, 2048)} }}
+
+// maxPooledBuf bounds a recycled buffer: the 65,536-byte POST limit plus
+// the signature member.
+const maxPooledBuf = 80 << 10
+
+func putVerifyBufs(b *[2][]byte) {
+	if cap(b[0]) <= maxPooledBuf && cap(b[1]) <= maxPooledBuf {
+		verifyBufs.Put(b)
+	}
+}
+
 // Verify checks the event's signature under pub and that ID equals the
 // recomputed event id (spec §6). Errors: ErrSignatureEncoding,
 // ErrSignatureInvalid, ErrEventIDMismatch (in that order of checking, so a
@@ -279,9 +294,10 @@ func (e *Event) Verify(pub ed25519.PublicKey) error {
 	if err != nil {
 		return err
 	}
-	v := e.Value()
-	buf := make([]byte, 0, 2048)
-	core, err := canonicaljson.AppendCanonicalWithout(buf, v, "event_id", "signature")
+	bufs := verifyBufs.Get().(*[2][]byte)
+	defer putVerifyBufs(bufs)
+	core, err := canonicaljson.AppendCanonicalWithout(bufs[0][:0], e.Value(), "event_id", "signature")
+	bufs[0] = core
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
@@ -289,7 +305,8 @@ func (e *Event) Verify(pub ed25519.PublicKey) error {
 	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d[:], sig) {
 		return ErrSignatureInvalid
 	}
-	signed := appendSignedFromCore(make([]byte, 0, len(core)+160), core, e.Signature)
+	signed := appendSignedFromCore(bufs[1][:0], core, e.Signature)
+	bufs[1] = signed
 	if EventIDOf(signed) != e.ID {
 		return ErrEventIDMismatch
 	}
