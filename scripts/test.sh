@@ -14,18 +14,26 @@ pkgs=("$@")
 
 echo "== go vet"
 go vet ./... || exit 1
-echo "== go test -race -count=1 ${pkgs[*]}"
-go test -race -count=1 -timeout 30m "${pkgs[@]}" 2>&1 | tee "$ACRELAY_TEST_LOG"
-status=${PIPESTATUS[0]}
+echo "== go test -race -count=1 -v ${pkgs[*]}  (full log: kept on failure)"
+go test -race -count=1 -v -timeout 30m "${pkgs[@]}" >"$ACRELAY_TEST_LOG" 2>&1
+status=$?
 
 echo
-echo "== summary"
-grep -E '^(ok|FAIL|---)' "$ACRELAY_TEST_LOG" | grep -vE '^--- (PASS|SKIP)' | tail -80 || true
-skips=$(grep -E -- '--- SKIP' -A1 "$ACRELAY_TEST_LOG" | grep -vE -- '--- SKIP|^--$' | sed 's/^ *//' | sort | uniq -c | sort -rn | head -20)
-[ -n "$skips" ] && { echo "skipped tests (count, reason):"; echo "$skips"; }
+echo "== packages"
+grep -E '^(ok|FAIL|panic:|\?)\s' "$ACRELAY_TEST_LOG" | grep -v 'no test files' || true
+if [ "$status" -ne 0 ]; then
+  echo
+  echo "== failures (with the output before each)"
+  grep -n -B40 -E -- '^\s*--- FAIL|^panic:|^FAIL\s' "$ACRELAY_TEST_LOG" | grep -vE 'level=(INFO|DEBUG)' | tail -300
+  keep="/tmp/acrelay-test-$(date +%s).log"; cp "$ACRELAY_TEST_LOG" "$keep"; echo "full log: $keep"
+fi
+echo
+echo "== skipped (count, reason)"
+grep -E -A1 -- '^\s*--- SKIP' "$ACRELAY_TEST_LOG" | grep -vE -- '--- SKIP|^--$' | sed -E 's/^ *[A-Za-z0-9_]+\.go:[0-9]+: //' | sort | uniq -c | sort -rn | head -20
 for note in "${ACRELAY_PROVISION_NOTES[@]}"; do echo "provision: $note"; done
 passed=$(grep -cE '^\s*--- PASS' "$ACRELAY_TEST_LOG" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$ACRELAY_TEST_LOG" || true)
 skipped=$(grep -cE '^\s*--- SKIP' "$ACRELAY_TEST_LOG" || true)
+echo
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit "$status"
