@@ -122,8 +122,9 @@ func (p *parser) release() {
 type parser struct {
 	data    []byte
 	dec     *jsontext.Decoder
-	elems   []Value  // stack of the open arrays' elements
-	members []Member // stack of the open objects' members
+	elems   []Value           // stack of the open arrays' elements
+	names   map[string]string // interned object names, kept across parses
+	members []Member          // stack of the open objects' members
 }
 
 func (p *parser) value(tok jsontext.Token) (Value, error) {
@@ -169,6 +170,22 @@ func (p *parser) value(tok jsontext.Token) (Value, error) {
 	case '{':
 		base := len(p.members) // same stack discipline as arrays
 		for {
+			if p.dec.PeekKind() == '"' {
+				name, err := p.name()
+				if err != nil {
+					return Value{}, err
+				}
+				t, err := p.dec.ReadToken()
+				if err != nil {
+					return Value{}, p.mapErr(err)
+				}
+				e, err := p.value(t)
+				if err != nil {
+					return Value{}, err
+				}
+				p.members = append(p.members, Member{Name: name, Value: e})
+				continue
+			}
 			t, err := p.dec.ReadToken()
 			if err != nil {
 				return Value{}, p.mapErr(err)
@@ -198,6 +215,42 @@ func (p *parser) value(tok jsontext.Token) (Value, error) {
 		}
 	}
 	return Value{}, &ProfileError{Reason: ReasonInvalidJSON, Offset: p.dec.InputOffset()}
+}
+
+// maxInterned bounds the object names a pooled parser remembers.
+const maxInterned = 512
+
+// name reads an object name. Names without escapes are interned in the
+// pooled parser, so the names a relay sees on every document (protocol,
+// event_id, …) cost no allocation after the first time.
+func (p *parser) name() (string, error) {
+	raw, err := p.dec.ReadValue() // checks grammar, surrogates and duplicates
+	if err != nil {
+		return "", p.mapErr(err)
+	}
+	var name string
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		if s, ok := p.names[string(inner)]; ok {
+			return s, nil
+		}
+		name = string(inner)
+		if len(name) <= 64 && len(p.names) < maxInterned {
+			if p.names == nil {
+				p.names = make(map[string]string)
+			}
+			p.names[name] = name
+		}
+	} else {
+		b, err := jsontext.AppendUnquote(nil, raw)
+		if err != nil {
+			return "", p.mapErr(err)
+		}
+		name = string(b)
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return "", &ProfileError{Reason: ReasonNULNotAdmitted, Offset: p.dec.InputOffset(), Detail: "U+0000 in an object name"}
+	}
+	return name, nil
 }
 
 // number applies the profile to one number token: the maximal run of

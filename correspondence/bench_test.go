@@ -127,6 +127,22 @@ func BenchmarkStages(b *testing.B) {
 				}
 			}
 		})
+		b.Run(be.name+"/6a-parse-event", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := correspondence.ParseEvent(be.raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(be.name+"/6b-verify-method", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ev.Verify(be.pub); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(be.name+"/6-parse-event-and-verify", func(b *testing.B) {
 			b.SetBytes(int64(len(be.raw)))
 			b.ReportAllocs()
