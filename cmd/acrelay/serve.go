@@ -35,6 +35,7 @@ type serveConfig struct {
 	OperatorToken string
 	ExportDir     string
 	CourierLease  time.Duration
+	PprofAddr     string
 }
 
 func newServeCmd() *cobra.Command {
@@ -57,6 +58,7 @@ func newServeCmd() *cobra.Command {
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("ACRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ACRELAY_LOG_LEVEL)")
 	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
 	fs.DurationVar(&cfg.CourierLease, "courier-lease", envDuration("ACRELAY_COURIER_LEASE", 15*time.Second), "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	cfg.OperatorToken = secretFromEnv("ACRELAY_OPERATOR_TOKEN")
 	return cmd
 }
@@ -174,6 +176,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
+	if cfg.PprofAddr != "" {
+		go servePprof(cfg.PprofAddr, logger)
+	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

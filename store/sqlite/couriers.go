@@ -41,7 +41,7 @@ const (
 // See store.Couriers. Errors: store.ErrUnavailable.
 func (db *DB) CourierCursor(ctx context.Context, courier, projectID, target string) (int64, error) {
 	var seq int64
-	err := db.r.QueryRowContext(ctx, selectCourierCursor, courier, projectID, target).Scan(&seq)
+	err := db.rd.QueryRowContext(ctx, selectCourierCursor, courier, projectID, target).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

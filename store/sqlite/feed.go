@@ -18,7 +18,7 @@ const (
 
 // ProjectIDs pages project ids in ascending order (store.Feed).
 func (db *DB) ProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error) {
-	rows, err := db.r.QueryContext(ctx, selectProjectIDs, afterID, limit)
+	rows, err := db.rd.QueryContext(ctx, selectProjectIDs, afterID, limit)
 	if err != nil {
 		return nil, mapErr("project ids", err)
 	}
@@ -36,7 +36,7 @@ func (db *DB) ProjectIDs(ctx context.Context, afterID string, limit int) ([]stri
 
 // RecordsAfter reads a project's records across repositories (store.Feed).
 func (db *DB) RecordsAfter(ctx context.Context, projectID string, after int64, limit int) ([]store.Record, error) {
-	rows, err := db.r.QueryContext(ctx, selectFeedAfter, projectID, after, limit)
+	rows, err := db.rd.QueryContext(ctx, selectFeedAfter, projectID, after, limit)
 	if err != nil {
 		return nil, mapErr("records after", err)
 	}

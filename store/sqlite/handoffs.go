@@ -143,7 +143,7 @@ func (db *DB) AppendHandoffVersion(ctx context.Context, v store.HandoffVersion) 
 // Handoff returns the current version. Errors: store.ErrNotFound,
 // store.ErrUnavailable.
 func (db *DB) Handoff(ctx context.Context, projectID, handoffID string) (store.HandoffVersion, error) {
-	v, err := scanHandoff(db.r.QueryRowContext(ctx, selectHandoffCurrent, projectID, handoffID))
+	v, err := scanHandoff(db.rd.QueryRowContext(ctx, selectHandoffCurrent, projectID, handoffID))
 	return v, mapErr("handoff", err)
 }
 
@@ -159,7 +159,7 @@ func (db *DB) HandoffVersions(ctx context.Context, projectID, handoffID string, 
 	}
 	if len(vs) == 0 {
 		var one int
-		if err := db.r.QueryRowContext(ctx, handoffExists, projectID, handoffID).Scan(&one); err != nil {
+		if err := db.rd.QueryRowContext(ctx, handoffExists, projectID, handoffID).Scan(&one); err != nil {
 			return nil, false, mapErr("handoff versions", err)
 		}
 	}
@@ -175,7 +175,7 @@ func (db *DB) Handoffs(ctx context.Context, q store.HandoffQuery) (store.Handoff
 	}
 	var afterAt string
 	if q.After != "" {
-		if err := db.r.QueryRowContext(ctx, selectHandoffCursor, q.ProjectID, q.After).Scan(&afterAt); err != nil {
+		if err := db.rd.QueryRowContext(ctx, selectHandoffCursor, q.ProjectID, q.After).Scan(&afterAt); err != nil {
 			return store.HandoffPage{}, mapErr("handoffs: after", err)
 		}
 	}
@@ -217,7 +217,7 @@ func handoffListQuery(q store.HandoffQuery, afterAt string) (string, []any) {
 // HandoffEvents lists the ids of handoff events naming handoffID. Errors:
 // store.ErrUnavailable.
 func (db *DB) HandoffEvents(ctx context.Context, projectID, handoffID string) ([]string, bool, error) {
-	rows, err := db.r.QueryContext(ctx, selectHandoffRefs, projectID, handoffID, store.MaxHandoffEvents+1)
+	rows, err := db.rd.QueryContext(ctx, selectHandoffRefs, projectID, handoffID, store.MaxHandoffEvents+1)
 	if err != nil {
 		return nil, false, mapErr("handoff events", err)
 	}
@@ -263,7 +263,7 @@ func indexHandoffRef(t *txn, projectID, handoffID string, seq int64, eventID str
 }
 
 func (db *DB) queryHandoffs(ctx context.Context, query string, args ...any) ([]store.HandoffVersion, error) {
-	rows, err := db.r.QueryContext(ctx, query, args...)
+	rows, err := db.rd.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -78,17 +78,21 @@ func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, er
 
 func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
-		return store.AppendResult{}, err
-	}
 	var idStatus, keyStatus string
 	err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
 		Scan(&idStatus, &keyStatus)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && (idStatus != store.StatusActive || keyStatus != store.StatusActive) {
+	if errors.Is(err, sql.ErrNoRows) {
+		// Name the first problem: an unknown project before an unknown sender.
+		if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
+			return store.AppendResult{}, err
+		}
 		return store.AppendResult{}, store.ErrSenderNotActive
 	}
 	if err != nil {
 		return store.AppendResult{}, err
+	}
+	if idStatus != store.StatusActive || keyStatus != store.StatusActive {
+		return store.AppendResult{}, store.ErrSenderNotActive
 	}
 
 	var stored []byte
@@ -98,14 +102,19 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		if !bytes.Equal(stored, in.canonical) {
 			return store.AppendResult{}, store.ErrEventIDCollision
 		}
-		return finishAppend(t, in, false)
+		return finishRetry(t, in)
 	case !errors.Is(err, sql.ErrNoRows):
 		return store.AppendResult{}, err
 	}
 
 	var seq int64
 	var at string
-	if err := t.queryRow(nextReceipt, ev.ProjectID).Scan(&seq, &at); err != nil {
+	var incomplete bool
+	err = t.queryRow(nextReceipt, ev.ProjectID).Scan(&seq, &at, &incomplete)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.AppendResult{}, store.ErrNotFound
+	}
+	if err != nil {
 		return store.AppendResult{}, err
 	}
 	if _, err := t.exec(insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
@@ -137,21 +146,65 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 			return store.AppendResult{}, err
 		}
 	}
-	return finishAppend(t, in, true)
+	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget, &incomplete); err != nil {
+		return store.AppendResult{}, err
+	}
+	// The record is what this transaction wrote; only its lineage status
+	// may have moved during reconciliation (when it was pending).
+	rec := store.Record{ProjectID: ev.ProjectID, EventID: ev.ID, RepositoryID: ev.RepositoryID, ThreadID: ev.ThreadID,
+		Kind: ev.Kind, Event: in.canonical, ReceivedSeq: seq, ReceivedAt: parseTime(at), LineageStatus: status,
+		MissingParents: []string{}}
+	if status == correspondence.LineagePending {
+		if l, ok, err := loadLineage(t, ev.ProjectID, ev.ID); err != nil {
+			return store.AppendResult{}, err
+		} else if ok {
+			rec.LineageStatus = l.status
+		}
+	}
+	if len(ev.Parents) > 0 {
+		if rec.MissingParents, err = missingParents(t, ev.ProjectID, ev.ID); err != nil {
+			return store.AppendResult{}, err
+		}
+	}
+	return warnings(t, in, store.AppendResult{Record: rec, Created: true})
 }
 
-// finishAppend resolves this append's share of the ready frontier, then
-// reads back the record and derives the warnings from what is stored.
-func finishAppend(t *txn, in appendInput, created bool) (store.AppendResult, error) {
+// finishRetry is an exact retry: it resolves this append's share of the
+// ready frontier, then reads back the stored record (spec §7: the original
+// receipt) and derives the warnings from what is stored.
+func finishRetry(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget); err != nil {
+	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget, nil); err != nil {
 		return store.AppendResult{}, err
 	}
 	rec, err := scanRecord(t.queryRow(selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
 	if err != nil {
 		return store.AppendResult{}, err
 	}
-	res := store.AppendResult{Record: rec, Created: created}
+	return warnings(t, in, store.AppendResult{Record: rec})
+}
+
+func missingParents(t *txn, projectID, eventID string) ([]string, error) {
+	rows, err := t.query(selectMissingParents, projectID, eventID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// warnings adds the POST warnings of spec §9, from facts this transaction
+// reads: session forks and a pending lineage.
+func warnings(t *txn, in appendInput, res store.AppendResult) (store.AppendResult, error) {
+	ev := in.ev
 	forks, err := sessionTuple(t, ev)
 	if err != nil {
 		return store.AppendResult{}, err
@@ -163,7 +216,7 @@ func finishAppend(t *txn, in appendInput, created bool) (store.AppendResult, err
 			EventIDs: forks[:min(len(forks), maxWarningIDs)],
 		})
 	}
-	if rec.LineageStatus == correspondence.LineagePending {
+	if res.Record.LineageStatus == correspondence.LineagePending {
 		res.Warnings = append(res.Warnings, store.Warning{
 			Code:     warnClaimLineagePending,
 			Detail:   "the claim's predecessor is not stored yet (or is itself pending); the claim is not active until it is",
@@ -298,25 +351,50 @@ func becomeTip(t *txn, projectID string, n correspondence.LineageNode, root stri
 	return err
 }
 
-// releaseWaitersOf moves the children waiting on eventID to the frontier.
+// releaseWaitersOf moves the children waiting on eventID to the frontier,
+// in event id order.
 func releaseWaitersOf(t *txn, projectID, eventID string) error {
-	if _, err := t.exec(releaseWaiters, projectID, eventID); err != nil {
+	rows, err := t.query(takeWaiters, projectID, eventID)
+	if err != nil {
 		return err
 	}
-	_, err := t.exec(deleteWaiters, projectID, eventID)
-	return err
+	var children []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		children = append(children, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.Sort(children)
+	for _, id := range children {
+		if _, err := t.exec(insertFrontier, projectID, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reconcile resolves at most budget ready-frontier rows of the project, in
 // arrival order, including rows readied along the way; then persists the
 // incomplete flag and, when a lineage or tip row changed, the watermark.
-func reconcile(t *txn, projectID string, budget int) (incomplete bool, err error) {
+// persisted, when known, is the flag as stored: an empty frontier that
+// leaves a false flag false writes nothing.
+func reconcile(t *txn, projectID string, budget int, persisted *bool) (incomplete bool, err error) {
 	changed := false
-	for range budget {
+	for i := range budget {
 		var rowID int64
 		var eventID string
 		err := t.queryRow(selectFrontierHead, projectID).Scan(&rowID, &eventID)
 		if errors.Is(err, sql.ErrNoRows) {
+			if i == 0 && persisted != nil && !*persisted {
+				return false, nil // nothing queued, nothing to record
+			}
 			break
 		}
 		if err != nil {
@@ -376,7 +454,7 @@ func (db *DB) ReconcileLineage(ctx context.Context, projectID string, max int) (
 			return err
 		}
 		var err error
-		incomplete, err = reconcile(t, projectID, max)
+		incomplete, err = reconcile(t, projectID, max, nil)
 		return err
 	})
 	return incomplete, err
@@ -387,7 +465,7 @@ func (db *DB) ReconcileLineage(ctx context.Context, projectID string, max int) (
 func (db *DB) LineageWatermark(ctx context.Context, projectID string) (bool, time.Time, error) {
 	var incomplete bool
 	var at sql.NullString
-	if err := db.r.QueryRowContext(ctx, selectLineageFlags, projectID).Scan(&incomplete, &at); err != nil {
+	if err := db.rd.QueryRowContext(ctx, selectLineageFlags, projectID).Scan(&incomplete, &at); err != nil {
 		return false, time.Time{}, mapErr("lineage watermark", err)
 	}
 	return incomplete, parseNullTime(at), nil
@@ -395,7 +473,7 @@ func (db *DB) LineageWatermark(ctx context.Context, projectID string) (bool, tim
 
 // ClaimTips lists the repository's branch tips by event id.
 func (db *DB) ClaimTips(ctx context.Context, projectID, repositoryID string) ([]store.ClaimTip, error) {
-	rows, err := db.r.QueryContext(ctx, selectTips, projectID, repositoryID)
+	rows, err := db.rd.QueryContext(ctx, selectTips, projectID, repositoryID)
 	if err != nil {
 		return nil, mapErr("claim tips", err)
 	}
@@ -432,9 +510,9 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) (store.EventPage, 
 	var rows *sql.Rows
 	var err error
 	if q.ThreadID == "" {
-		rows, err = db.r.QueryContext(ctx, selectRecordsAfter, q.ProjectID, q.RepositoryID, q.After, limit+1)
+		rows, err = db.rd.QueryContext(ctx, selectRecordsAfter, q.ProjectID, q.RepositoryID, q.After, limit+1)
 	} else {
-		rows, err = db.r.QueryContext(ctx, selectThreadRecordsAfter, q.ProjectID, q.RepositoryID, q.ThreadID, q.After, limit+1)
+		rows, err = db.rd.QueryContext(ctx, selectThreadRecordsAfter, q.ProjectID, q.RepositoryID, q.ThreadID, q.After, limit+1)
 	}
 	if err != nil {
 		return store.EventPage{}, mapErr("events", err)
@@ -463,7 +541,7 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) (store.EventPage, 
 func (db *DB) Head(ctx context.Context, projectID string) (int64, time.Time, error) {
 	var seq int64
 	var at sql.NullString
-	if err := db.r.QueryRowContext(ctx, selectHead, projectID).Scan(&seq, &at); err != nil {
+	if err := db.rd.QueryRowContext(ctx, selectHead, projectID).Scan(&seq, &at); err != nil {
 		return 0, time.Time{}, mapErr("head", err)
 	}
 	return seq, parseNullTime(at), nil

@@ -49,8 +49,16 @@ const (
 
 	// nextReceipt takes the project's next received_seq and the database
 	// time in one statement, so both come from one evaluation of 'now'.
+	// It also returns the persisted lineage_incomplete flag, so an append
+	// whose frontier is empty knows it has no flag to update.
 	nextReceipt = `UPDATE projects SET last_seq = last_seq + 1, last_received_at = ` + nowMS + `
-		WHERE id = ? RETURNING last_seq, last_received_at`
+		WHERE id = ? RETURNING last_seq, last_received_at, lineage_incomplete`
+
+	// selectMissingParents lists the parents of one event not stored in the
+	// project, sorted.
+	selectMissingParents = `SELECT p.parent_id FROM parents p WHERE p.project_id = ? AND p.event_id = ?
+		AND NOT EXISTS (SELECT 1 FROM events x WHERE x.project_id = p.project_id AND x.event_id = p.parent_id)
+		ORDER BY p.parent_id`
 
 	insertEvent = `INSERT INTO events (project_id, received_seq, event_id, received_at, repository_id,
 		thread_id, kind, identity_id, device_id, session_id, session_seq, canonical)
@@ -68,6 +76,10 @@ const (
 
 // Lineage (spec §8).
 const (
+	savepointAppend  = `SAVEPOINT append`
+	rollbackToAppend = `ROLLBACK TO append`
+	releaseAppend    = `RELEASE append`
+
 	insertLineage = `INSERT INTO claim_lineage (project_id, event_id, received_seq, repository_id, thread_id,
 		claim_id, identity_id, device_id, session_id, kind, generation, predecessor_event_id, paths,
 		expires_at, status, root_identity_id)
@@ -83,12 +95,11 @@ const (
 
 	insertWaiting = `INSERT OR IGNORE INTO lineage_waiting (project_id, predecessor_event_id, event_id) VALUES (?, ?, ?)`
 
-	// releaseWaiters moves the children waiting on one predecessor to the
-	// ready frontier, in event id order; deleteWaiters then drops them.
-	releaseWaiters = `INSERT OR IGNORE INTO lineage_frontier (project_id, event_id)
-		SELECT project_id, event_id FROM lineage_waiting
-		WHERE project_id = ? AND predecessor_event_id = ? ORDER BY event_id`
-	deleteWaiters = `DELETE FROM lineage_waiting WHERE project_id = ? AND predecessor_event_id = ?`
+	// takeWaiters drops the children waiting on one predecessor and returns
+	// them; insertFrontier queues each on the ready frontier (in event id
+	// order). One statement for the common case of no waiting children.
+	takeWaiters    = `DELETE FROM lineage_waiting WHERE project_id = ? AND predecessor_event_id = ? RETURNING event_id`
+	insertFrontier = `INSERT OR IGNORE INTO lineage_frontier (project_id, event_id) VALUES (?, ?)`
 
 	selectFrontierHead = `SELECT id, event_id FROM lineage_frontier WHERE project_id = ? ORDER BY id LIMIT 1`
 	deleteFrontierRow  = `DELETE FROM lineage_frontier WHERE id = ?`

@@ -45,6 +45,7 @@ type DB struct {
 	w        *sql.DB              // one connection: the group committer and registry writes
 	stmts    map[string]*sql.Stmt // prepared on w; used only by the writer goroutine
 	r        *sql.DB              // query_only pool: reads never wait for the writer
+	rd       *reader              // prepared statements on r
 	logger   *slog.Logger
 	maxBatch int
 
@@ -110,6 +111,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	db := &DB{
 		w:        w,
 		r:        r,
+		rd:       newReader(r),
 		stmts:    st,
 		logger:   logger,
 		maxBatch: opts.MaxBatch,
@@ -155,6 +157,7 @@ func (db *DB) Close() error {
 	for _, s := range db.stmts {
 		s.Close()
 	}
+	db.rd.close()
 	return errors.Join(db.w.Close(), db.r.Close())
 }
 
@@ -212,7 +215,7 @@ func (db *DB) CreateProject(ctx context.Context, id string) (store.Project, erro
 func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) {
 	var p store.Project
 	var at string
-	if err := db.r.QueryRowContext(ctx, selectProject, id).Scan(&p.ID, &at); err != nil {
+	if err := db.rd.QueryRowContext(ctx, selectProject, id).Scan(&p.ID, &at); err != nil {
 		return store.Project{}, mapErr("get project", err)
 	}
 	p.CreatedAt = parseTime(at)
@@ -222,7 +225,7 @@ func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) 
 // CountProjects returns the number of projects.
 func (db *DB) CountProjects(ctx context.Context) (int, error) {
 	var n int
-	if err := db.r.QueryRowContext(ctx, countProjects).Scan(&n); err != nil {
+	if err := db.rd.QueryRowContext(ctx, countProjects).Scan(&n); err != nil {
 		return 0, mapErr("count projects", err)
 	}
 	return n, nil
@@ -253,7 +256,7 @@ func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Iden
 
 // GetIdentity errors: store.ErrNotFound.
 func (db *DB) GetIdentity(ctx context.Context, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.r.QueryRowContext(ctx, selectIdentity, id))
+	i, err := scanIdentity(db.rd.QueryRowContext(ctx, selectIdentity, id))
 	return i, mapErr("get identity", err)
 }
 
@@ -277,7 +280,7 @@ func scanIdentity(row *sql.Row) (store.Identity, error) {
 // ActiveIdentityIDs pages active identity ids in ascending byte order,
 // strictly after afterID, at most limit.
 func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
-	rows, err := db.r.QueryContext(ctx, selectActiveIdentityIDs, projectID, afterID, limit)
+	rows, err := db.rd.QueryContext(ctx, selectActiveIdentityIDs, projectID, afterID, limit)
 	if err != nil {
 		return nil, mapErr("active identity ids", err)
 	}
@@ -326,7 +329,7 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 
 // GetKey errors: store.ErrNotFound.
 func (db *DB) GetKey(ctx context.Context, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.r.QueryRowContext(ctx, selectKey, id))
+	k, err := scanKey(db.rd.QueryRowContext(ctx, selectKey, id))
 	return k, mapErr("get key", err)
 }
 
@@ -372,7 +375,7 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) (store.Token, erro
 func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
 	var t store.Token
 	var scopes, at string
-	err := db.r.QueryRowContext(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &scopes, &t.Hash, &t.Revoked, &at)
+	err := db.rd.QueryRowContext(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &scopes, &t.Hash, &t.Revoked, &at)
 	if err != nil {
 		return store.Token{}, mapErr("get token", err)
 	}
@@ -400,7 +403,7 @@ func (db *DB) RevokeToken(ctx context.Context, id string) error {
 // Setting returns a server-wide value. Errors: store.ErrNotFound.
 func (db *DB) Setting(ctx context.Context, name string) (string, error) {
 	var v string
-	if err := db.r.QueryRowContext(ctx, selectSetting, name).Scan(&v); err != nil {
+	if err := db.rd.QueryRowContext(ctx, selectSetting, name).Scan(&v); err != nil {
 		return "", mapErr("setting", err)
 	}
 	return v, nil
@@ -486,8 +489,9 @@ func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
 // writerStatements are prepared once on the writer connection at Open.
 var writerStatements = []string{
 	projectExists, selectSender, selectCanonical, nextReceipt, insertEvent, insertParent, selectSessionTuple,
-	insertLineage, selectLineage, updateLineage, eventExists, insertWaiting, releaseWaiters, deleteWaiters,
+	insertLineage, selectLineage, updateLineage, eventExists, insertWaiting, takeWaiters, insertFrontier,
 	selectFrontierHead, deleteFrontierRow, frontierRemains, updateLineageFlags, insertTip, deleteTip, selectRecord,
+	selectMissingParents, savepointAppend, rollbackToAppend, releaseAppend,
 }
 
 func prepare(ctx context.Context, w *sql.DB) (map[string]*sql.Stmt, error) {

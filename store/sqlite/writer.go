@@ -102,20 +102,20 @@ func (db *DB) runBatch(batch []*job) {
 			errs[i] = err
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT append"); err != nil {
+		if _, err := t.exec(savepointAppend); err != nil {
 			tx.Rollback()
 			fail(err)
 			return
 		}
 		if err := runJob(j, t); err != nil {
 			errs[i] = err
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO append"); err != nil {
+			if _, err := t.exec(rollbackToAppend); err != nil {
 				tx.Rollback()
 				fail(err)
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE append"); err != nil {
+		if _, err := t.exec(releaseAppend); err != nil {
 			tx.Rollback()
 			fail(err)
 			return
