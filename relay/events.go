@@ -2,11 +2,14 @@ package relay
 
 import (
 	"bytes"
+	"context"
+	"crypto/ed25519"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -154,36 +157,65 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// verifySender checks the signing key and identity are active in the
-// bearer's project and that the signature and event id verify (spec §6).
-// The store re-checks activity inside the append transaction.
+// verifySender checks that the signing key belongs to the sender identity
+// in the bearer's project and that the signature and event id verify
+// (spec §6). Whether the key and identity are still active is decided
+// inside the append transaction (store.ErrSenderNotActive), so revocation
+// takes effect on the very next append; here only a key's immutable facts
+// are needed, and they are cached.
 func (s *Server) verifySender(r *http.Request, ev *correspondence.Event) error {
 	notActive := errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
-	key, err := s.st.GetKey(r.Context(), ev.Sender.SigningKeyID)
+	key, err := s.keys.get(r.Context(), s.st, ev.Sender.SigningKeyID)
 	if err != nil {
 		if isNotFound(err) {
 			return notActive
 		}
 		return err
 	}
-	if key.ProjectID != ev.ProjectID || key.IdentityID != ev.Sender.IdentityID || key.Status != store.StatusActive {
+	if key.projectID != ev.ProjectID || key.identityID != ev.Sender.IdentityID {
 		return notActive
 	}
-	ident, err := s.st.GetIdentity(r.Context(), ev.Sender.IdentityID)
+	return ev.Verify(key.pub)
+}
+
+// keyFacts are the immutable facts of a signing key: a key id never
+// changes project, identity or public key (only its status changes).
+type keyFacts struct {
+	projectID, identityID string
+	pub                   ed25519.PublicKey
+}
+
+// keyCache caches keyFacts by signing key id, bounded in size.
+type keyCache struct {
+	mu sync.Mutex
+	m  map[string]keyFacts
+}
+
+const keyCacheMax = 1 << 16
+
+func (c *keyCache) get(ctx context.Context, st store.Registry, id string) (keyFacts, error) {
+	c.mu.Lock()
+	f, ok := c.m[id]
+	c.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	k, err := st.GetKey(ctx, id)
 	if err != nil {
-		if isNotFound(err) {
-			return notActive
-		}
-		return err
+		return keyFacts{}, err
 	}
-	if ident.ProjectID != ev.ProjectID || ident.Status != store.StatusActive {
-		return notActive
-	}
-	pub, err := correspondence.DecodePublicKey(key.PublicKey)
+	pub, err := correspondence.DecodePublicKey(k.PublicKey)
 	if err != nil {
-		return notActive
+		return keyFacts{}, store.ErrNotFound
 	}
-	return ev.Verify(pub)
+	f = keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= keyCacheMax {
+		c.m = make(map[string]keyFacts)
+	}
+	c.m[id] = f
+	c.mu.Unlock()
+	return f, nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

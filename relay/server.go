@@ -46,6 +46,7 @@ type Server struct {
 	log    *slog.Logger
 	public string
 	wake   *wakeHub
+	keys   keyCache
 }
 
 // New returns a Server over st. It starts no goroutines.
