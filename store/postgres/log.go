@@ -42,16 +42,7 @@ func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []
 	}
 	in := appendInput{ev: ev, canonical: bytes.Clone(canonical), paths: append([]string{}, ev.Scope.Paths...)}
 	in.node, in.isClaim = correspondence.NodeOf(ev)
-	var res store.AppendResult
-	err := db.inTx(ctx, "append", readCommitted, func(tx pgx.Tx) error {
-		var err error
-		res, err = appendTx(ctx, tx, in)
-		return err
-	})
-	if err != nil {
-		return store.AppendResult{}, err
-	}
-	return res, nil
+	return db.submitAppend(ctx, in)
 }
 
 // appendInput is what Append derives from the event before its transaction.

@@ -35,6 +35,7 @@ const maxAttempts = 3
 type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	group  groupCommitter // per-project group commit of appends
 }
 
 // Open connects to the database at url (a postgres:// URL or key=value
