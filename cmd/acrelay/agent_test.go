@@ -209,6 +209,8 @@ func TestDemoAgainstRealRelay(t *testing.T) {
 		"ada#2  claim.renew",
 		"brook  ack.applied",
 		"ada    conflict.resolve",
+		"voice: overlapping claims sha256:",
+		"generation 2 is conflicted with 1 competing tip(s)",
 		url + "/v1/correspondence/voice?repository_id=repo%3Aexample.com%2Fdemo",
 		"/v1/correspondence/events.atom?repository_id=repo%3Aexample.com%2Fdemo",
 	} {
