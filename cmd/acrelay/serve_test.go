@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFirstStartTokensOnceAndGracefulStop: an empty store's first start
+// prints a project id, a project token and an operator token once; only
+// hashes reach the database file; SIGTERM drains and exits 0; a restart
+// prints no tokens and the old ones still work.
+func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin := acrelayBinary(t)
+	data := t.TempDir()
+	addr := freeAddr(t)
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(bin, "serve", "--addr", addr, "--data-dir", data, "--log-level", "warn")
+		cmd.Env = os.Environ()
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		cmd.Stderr = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				res.Body.Close()
+				return cmd, &out
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("relay did not start")
+		return nil, nil
+	}
+	cmd, out := start()
+	text := out.String()
+	re := regexp.MustCompile(`project_id:\s+(\S+)\n\s+project token:\s+(acr_\S+).*\n\s+operator token:\s+(acr_\S+)`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("first start did not print the tokens:\n%s", text)
+	}
+	projectID, projectToken, operatorToken := m[1], m[2], m[3]
+
+	status, who := httpJSON(t, "GET", "http://"+addr+"/v1/whoami", projectToken, nil)
+	if status != 200 || who["project_id"] != projectID {
+		t.Fatalf("whoami: %d %v", status, who)
+	}
+	if status, _ := httpJSON(t, "POST", "http://"+addr+"/v1/admin/projects", operatorToken, map[string]any{}); status != 201 {
+		t.Fatalf("operator token cannot create a project: %d", status)
+	}
+
+	// A request in flight when SIGTERM arrives is answered.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/admin/projects/"+projectID+"/identities", pr)
+	req.Header.Set("Authorization", "Bearer "+projectToken)
+	req.Header.Set("Content-Type", "application/json")
+	got := make(chan int, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- -1
+			return
+		}
+		res.Body.Close()
+		got <- res.StatusCode
+	}()
+	_, _ = pw.Write([]byte(`{"display_name":`))
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_, _ = pw.Write([]byte(`"drained"}`))
+	pw.Close()
+	if s := <-got; s != 201 {
+		t.Fatalf("in-flight request during SIGTERM: %d", s)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("SIGTERM exit: %v", err)
+	}
+
+	// Only hashes are stored.
+	for _, f := range []string{"acrelay.db", "acrelay.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(data, f))
+		for _, tok := range []string{projectToken, operatorToken} {
+			if bytes.Contains(b, []byte(tok)) || bytes.Contains(b, []byte(strings.SplitN(tok, "_", 3)[2])) {
+				t.Fatalf("%s holds a token in the clear", f)
+			}
+		}
+	}
+
+	_, out2 := start()
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(out2.String(), "token") {
+		t.Fatalf("a restart printed tokens again:\n%s", out2.String())
+	}
+	if status, _ := httpJSON(t, "GET", "http://"+addr+"/v1/whoami", projectToken, nil); status != 200 {
+		t.Fatalf("project token lost across restart: %d", status)
+	}
+	if status, _ := httpJSON(t, "POST", "http://"+addr+"/v1/admin/projects", operatorToken, map[string]any{}); status != 201 {
+		t.Fatalf("operator token lost across restart: %d", status)
+	}
+}
+
+// TestLocalAdminCommands drives project/identity/key/token create and
+// revoke on the local store, as JSON.
+func TestLocalAdminCommands(t *testing.T) {
+	data := t.TempDir()
+	run := func(args ...string) map[string]any {
+		t.Helper()
+		cmd := rootCmd
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(append(args, "--data-dir", data, "--json"))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var m map[string]any
+		sc := bufio.NewScanner(&out)
+		sc.Scan()
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%v: output %q", args, out.String())
+		}
+		return m
+	}
+	p := run("project", "create", "--project-id", "11111111-1111-4111-8111-111111111111")
+	if p["project_id"] != "11111111-1111-4111-8111-111111111111" {
+		t.Fatalf("project %v", p)
+	}
+	i := run("identity", "create", "--project-id", "11111111-1111-4111-8111-111111111111", "--identity-id", "22222222-2222-4222-8222-222222222222")
+	if i["status"] != "active" {
+		t.Fatalf("identity %v", i)
+	}
+	k := run("key", "add", "--identity-id", "22222222-2222-4222-8222-222222222222", "--signing-key-id", "33333333-3333-4333-8333-333333333333",
+		"--public-key", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg")
+	if k["status"] != "active" || k["signing_key_id"] != "33333333-3333-4333-8333-333333333333" {
+		t.Fatalf("key %v", k)
+	}
+	tok := run("token", "create", "--project-id", "11111111-1111-4111-8111-111111111111", "--scopes", "read,append")
+	if !strings.HasPrefix(tok["token"].(string), "acr_") {
+		t.Fatalf("token %v", tok)
+	}
+	if r := run("key", "revoke", "33333333-3333-4333-8333-333333333333"); r["status"] != "revoked" {
+		t.Fatalf("revoke key %v", r)
+	}
+	if r := run("identity", "deactivate", "22222222-2222-4222-8222-222222222222"); r["status"] != "inactive" {
+		t.Fatalf("deactivate %v", r)
+	}
+	if r := run("token", "revoke", tok["token_id"].(string)); r["status"] != "revoked" {
+		t.Fatalf("revoke token %v", r)
+	}
+	// A duplicate id is refused.
+	cmd := rootCmd
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"project", "create", "--project-id", "11111111-1111-4111-8111-111111111111", "--data-dir", data})
+	if err := cmd.Execute(); err == nil {
+		t.Fatal("duplicate project accepted")
+	}
+}
