@@ -46,6 +46,9 @@ type DB struct {
 	stmts    map[string]*sql.Stmt // prepared on w; used only by the writer goroutine
 	r        *sql.DB              // query_only pool: reads never wait for the writer
 	rd       *reader              // prepared statements on r
+	ck       *sql.DB              // one connection for WAL checkpoints
+	ckStop   chan struct{}
+	ckDone   chan struct{}
 	logger   *slog.Logger
 	maxBatch int
 
@@ -78,7 +81,10 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)",
 		opts.BusyTimeout.Milliseconds())
-	w, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
+	// of the database file) inline; checkpointLoop does it on its own
+	// connection, concurrently with appends, which WAL mode allows.
+	w, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
 	if err != nil {
 		return nil, mapErr("open sqlite", err)
 	}
@@ -95,6 +101,12 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		w.Close()
 		return nil, err
 	}
+	ck, err := sql.Open("sqlite", path+"?"+common)
+	if err != nil {
+		w.Close()
+		return nil, mapErr("open sqlite", err)
+	}
+	ck.SetMaxOpenConns(1)
 	r, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
@@ -117,8 +129,12 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		maxBatch: opts.MaxBatch,
 		queue:    make(chan *job, 4*opts.MaxBatch),
 		done:     make(chan struct{}),
+		ck:       ck,
+		ckStop:   make(chan struct{}),
+		ckDone:   make(chan struct{}),
 	}
 	go db.writeLoop()
+	go db.checkpointLoop()
 	return db, nil
 }
 
@@ -154,11 +170,18 @@ func (db *DB) Close() error {
 	close(db.queue)
 	db.mu.Unlock()
 	<-db.done
+	close(db.ckStop)
+	<-db.ckDone
 	for _, s := range db.stmts {
 		s.Close()
 	}
 	db.rd.close()
-	return errors.Join(db.w.Close(), db.r.Close())
+	// A last full checkpoint leaves the database file complete on its own.
+	_, ckErr := db.ck.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	if ckErr != nil {
+		db.logger.Warn("final sqlite checkpoint", "err", mapErr("checkpoint", ckErr))
+	}
+	return errors.Join(db.ck.Close(), db.w.Close(), db.r.Close())
 }
 
 // mapErr translates a driver error to a store sentinel: unique and
