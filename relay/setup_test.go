@@ -111,9 +111,9 @@ func mustStatus(t *testing.T, r resp, want int) {
 // agent is a registered identity with a key and a token of its project.
 type agent struct {
 	ProjectID, IdentityID, KeyID, DeviceID, SessionID string
-	Priv                                             ed25519.PrivateKey
-	Token                                            string
-	seq                                              atomic.Int64
+	Priv                                              ed25519.PrivateKey
+	Token                                             string
+	seq                                               atomic.Int64
 }
 
 var uuidCounter atomic.Int64
@@ -190,8 +190,8 @@ func (a *agent) event(repo, thread string, kind correspondence.Kind, body canoni
 	}
 	ev := &correspondence.Event{
 		ProjectID: a.ProjectID, RepositoryID: repo, ThreadID: thread,
-		Sender:  correspondence.Sender{IdentityID: a.IdentityID, SigningKeyID: a.KeyID, DeviceID: a.DeviceID, SessionID: a.SessionID},
-		Kind:    kind, Parents: parents, SessionSeq: a.seq.Add(1),
+		Sender: correspondence.Sender{IdentityID: a.IdentityID, SigningKeyID: a.KeyID, DeviceID: a.DeviceID, SessionID: a.SessionID},
+		Kind:   kind, Parents: parents, SessionSeq: a.seq.Add(1),
 		IssuedAt: correspondence.FormatTimestamp(time.Now()),
 		Scope:    correspondence.Scope{Paths: paths},
 		Body:     body,
