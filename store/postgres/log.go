@@ -81,7 +81,9 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 	if !found {
 		return store.AppendResult{}, store.ErrNotFound
 	}
-	if idStatus == nil || keyStatus == nil || *idStatus != store.StatusActive || *keyStatus != store.StatusActive {
+	// An exact retry is answered with the original receipt even after the
+	// key or identity stopped being active: it adds no new event (spec §7).
+	if stored == nil && (idStatus == nil || keyStatus == nil || *idStatus != store.StatusActive || *keyStatus != store.StatusActive) {
 		return store.AppendResult{}, store.ErrSenderNotActive
 	}
 	if stored != nil {

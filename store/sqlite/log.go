@@ -78,8 +78,22 @@ func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, er
 
 func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
+	// An exact retry is answered with the original receipt even after the
+	// key or identity stopped being active: it adds no new event (spec §7).
+	var stored []byte
+	err := t.queryRow(selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
+	switch {
+	case err == nil:
+		if !bytes.Equal(stored, in.canonical) {
+			return store.AppendResult{}, store.ErrEventIDCollision
+		}
+		return finishRetry(t, in)
+	case !errors.Is(err, sql.ErrNoRows):
+		return store.AppendResult{}, err
+	}
+
 	var idStatus, keyStatus string
-	err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+	err = t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
 		Scan(&idStatus, &keyStatus)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Name the first problem: an unknown project before an unknown sender.
@@ -93,18 +107,6 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	}
 	if idStatus != store.StatusActive || keyStatus != store.StatusActive {
 		return store.AppendResult{}, store.ErrSenderNotActive
-	}
-
-	var stored []byte
-	err = t.queryRow(selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
-	switch {
-	case err == nil:
-		if !bytes.Equal(stored, in.canonical) {
-			return store.AppendResult{}, store.ErrEventIDCollision
-		}
-		return finishRetry(t, in)
-	case !errors.Is(err, sql.ErrNoRows):
-		return store.AppendResult{}, err
 	}
 
 	var seq int64

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"append/collision", testAppendCollision},
 		{"append/unknown_project", testAppendUnknownProject},
 		{"append/sender_not_active", testAppendSenderNotActive},
+		{"append/retry_after_revocation", testRetryAfterRevocation},
 		{"append/received_seq_per_project", testReceivedSeq},
 		{"events/paging", testEventsPaging},
 		{"events/missing_parents", testMissingParents},
