@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 
+	"filippo.io/edwards25519"
+
 	"github.com/acrelay/acrelay/canonicaljson"
 )
 
@@ -257,13 +259,28 @@ func DecodeSignature(s string) ([]byte, error) {
 }
 
 // DecodePublicKey decodes an Ed25519 public key given as 43 characters of
-// canonical unpadded base64url. Error: ErrBadPublicKey.
+// canonical unpadded base64url. The 32 bytes must be the canonical
+// encoding of a curve point that is not of small order: with a small-order
+// key (such as the identity point, all zero bytes but the sign) RFC 8032
+// verification accepts signatures made without any private key, so such
+// keys are refused at registration and never used to verify.
+// Error: ErrBadPublicKey.
 func DecodePublicKey(s string) (ed25519.PublicKey, error) {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != ed25519.PublicKeySize {
+	if err != nil || len(b) != ed25519.PublicKeySize || !StrongPublicKey(b) {
 		return nil, ErrBadPublicKey
 	}
 	return ed25519.PublicKey(b), nil
+}
+
+// StrongPublicKey reports whether pub is the canonical encoding of an
+// Ed25519 point outside the small-order subgroup.
+func StrongPublicKey(pub []byte) bool {
+	p, err := new(edwards25519.Point).SetBytes(pub)
+	if err != nil || !bytes.Equal(p.Bytes(), pub) {
+		return false
+	}
+	return new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) != 1
 }
 
 // EncodePublicKey is the inverse of DecodePublicKey.

@@ -324,3 +324,20 @@ func jsonMarshal(v any) (string, error) {
 	b.WriteString("}")
 	return b.String(), nil
 }
+
+// TestWeakPublicKeyRefused: a small-order key would let anyone forge
+// events (RFC 8032 verification accepts R = identity, S = 0 for it).
+func TestWeakPublicKeyRefused(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	r := e.do("POST", "/v1/admin/projects/"+pid+"/identities", tok, []byte(`{}`))
+	mustStatus(t, r, 201)
+	ident := r.json(t)["identity_id"].(string)
+	for _, k := range []string{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
+		r = e.do("POST", "/v1/admin/identities/"+ident+"/keys", tok, []byte(`{"public_key_b64url":"`+k+`"}`))
+		mustStatus(t, r, 400)
+		if r.code(t) != "public_key_invalid" {
+			t.Fatalf("code %s", r.code(t))
+		}
+	}
+}
