@@ -168,6 +168,9 @@ func (s *Server) handleIdentityDeactivate(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
+	s.wake.endWhere(func(projectID string, sub *wakeSub) bool {
+		return projectID == ident.ProjectID && sub.identityID == ident.ID
+	})
 	s.writeJSON(w, r, http.StatusOK, mediaJSON, identityOut(ident))
 }
 
@@ -227,6 +230,7 @@ func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.wake.endWhere(func(_ string, sub *wakeSub) bool { return sub.tokenID == t.ID })
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -51,8 +51,14 @@ type wakeFrame struct {
 type wakeSub struct {
 	project    *wakeProject
 	identityID string
+	tokenID    string // the bearer token that opened the stream
 	ch         chan wakeFrame
+	end        chan struct{} // closed when access ends (token revoked, identity deactivated)
+	endOnce    sync.Once
 }
+
+// stop ends the stream's access; its handler returns at once.
+func (s *wakeSub) stop() { s.endOnce.Do(func() { close(s.end) }) }
 
 // wakeIdentity holds the streams of one identity and its wake_version.
 type wakeIdentity struct {
@@ -92,7 +98,7 @@ func newWakeHub(reg store.Registry, log *slog.Logger) *wakeHub {
 }
 
 // subscribe registers a stream for identityID of projectID.
-func (h *wakeHub) subscribe(projectID, identityID string) *wakeSub {
+func (h *wakeHub) subscribe(projectID, identityID, tokenID string) *wakeSub {
 	h.mu.Lock() // held while adding, so unsubscribe cannot forget p meanwhile
 	defer h.mu.Unlock()
 	p := h.projects[projectID]
@@ -100,7 +106,7 @@ func (h *wakeHub) subscribe(projectID, identityID string) *wakeSub {
 		p = &wakeProject{id: projectID, identities: make(map[string]*wakeIdentity)}
 		h.projects[projectID] = p
 	}
-	sub := &wakeSub{project: p, identityID: identityID, ch: make(chan wakeFrame, wakeBuffer)}
+	sub := &wakeSub{project: p, identityID: identityID, tokenID: tokenID, ch: make(chan wakeFrame, wakeBuffer), end: make(chan struct{})}
 	p.mu.Lock()
 	wi := p.identities[identityID]
 	if wi == nil {
@@ -306,6 +312,24 @@ func (wi *wakeIdentity) next(at time.Time) int64 {
 }
 
 // subscribers counts the open streams (tests and metrics).
+// endWhere ends every stream for which match is true (revocation in this
+// process takes effect at once; see handleWake for other processes).
+func (h *wakeHub) endWhere(match func(projectID string, sub *wakeSub) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.projects {
+		p.mu.Lock()
+		for _, wi := range p.identities {
+			for sub := range wi.subs {
+				if match(p.id, sub) {
+					sub.stop()
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
 func (h *wakeHub) subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -379,7 +403,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sub := s.wake.subscribe(p.ProjectID, identityID)
+	sub := s.wake.subscribe(p.ProjectID, identityID, p.TokenID)
 	defer s.wake.unsubscribe(sub)
 	// Subscribed first, then the head read: an append in between is seen
 	// by one or the other (or both; frames may repeat).
@@ -409,12 +433,20 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-sub.end:
+			s.log.DebugContext(r.Context(), "wake stream ended: access revoked", "project_id", p.ProjectID, "identity_id", identityID)
+			return
 		case f := <-sub.ch:
 			buf, err = appendWakeFrame(buf[:0], identityID, f)
 			if err == nil {
 				err = s.flushWake(rc, func() error { _, err := w.Write(buf); return err })
 			}
 		case <-ticker.C:
+			// Revocation by another process reaches this stream within one
+			// heartbeat: the token and the identity are re-read each time.
+			if !s.wakeAccessLive(r.Context(), p, identityID) {
+				return
+			}
 			err = s.flushWake(rc, func() error { _, err := w.Write([]byte(wakeHeartbeatLine)); return err })
 		}
 		if err != nil {
@@ -422,6 +454,19 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// wakeAccessLive reports whether the stream's token is still unrevoked and
+// its identity still active. A store error keeps the stream (the next
+// heartbeat checks again).
+func (s *Server) wakeAccessLive(ctx context.Context, p principal, identityID string) bool {
+	if t, err := s.st.GetToken(ctx, p.TokenID); err == nil && t.Revoked || isNotFound(err) {
+		return false
+	}
+	if i, err := s.st.GetIdentity(ctx, identityID); err == nil && i.Status != store.StatusActive || isNotFound(err) {
+		return false
+	}
+	return true
 }
 
 // flushWake writes (when write is non-nil) and flushes under a fresh write

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -126,6 +127,26 @@ func (s *sseStream) quiet(d time.Duration) bool {
 	}
 }
 
+// endsWithoutFrame reports whether the stream closes within d with no
+// change frame before it.
+func (s *sseStream) endsWithoutFrame(d time.Duration) bool {
+	timeout := time.After(d)
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				return true
+			}
+			if f.event == "" {
+				continue
+			}
+			return false
+		case <-timeout:
+			return false
+		}
+	}
+}
+
 type wakeData struct {
 	Format      string `json:"_format"`
 	Key         string `json:"key"`
@@ -233,11 +254,12 @@ func TestWakeFrames(t *testing.T) {
 	mustStatus(t, e.post(stranger, stranger.intent("repo", "elsewhere")), 201)
 	checkFrame(t, so.next(t), stranger.IdentityID, "1")
 
-	// A deactivated identity is no longer a recipient.
+	// A deactivated identity is no longer a recipient: its stream ends
+	// without another change frame.
 	mustStatus(t, e.do("POST", "/v1/admin/identities/"+b.IdentityID+"/deactivate", tok, nil), 200)
 	mustStatus(t, e.post(a, a.intent("repo", "three")), 201)
 	checkFrame(t, sa.next(t), a.IdentityID, "3")
-	if !sb.quiet(200 * time.Millisecond) {
+	if !sb.endsWithoutFrame(2 * time.Second) {
 		t.Error("a deactivated identity still receives frames")
 	}
 }
@@ -411,4 +433,41 @@ func TestWakeStalledSubscriberDropped(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("stalled subscriber dropped after %d frames", seq-10)
+}
+
+// TestWakeStreamEndsOnRevocation: revoking the stream's token or
+// deactivating its identity ends an open stream at once in this process.
+func TestWakeStreamEndsOnRevocation(t *testing.T) {
+	for _, how := range []string{"token", "identity"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			pid, tok := e.newProject("")
+			a := e.newAgent(pid, tok)
+			reader := e.newToken(pid, "read")
+			req, _ := http.NewRequest("GET", e.url+"/v1/wake/voice?identity_id="+a.IdentityID+"&keys=correspondence", nil)
+			req.Header.Set("Authorization", "Bearer "+reader)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Fatalf("wake: %d", res.StatusCode)
+			}
+			ended := make(chan error, 1)
+			go func() { _, err := io.Copy(io.Discard, res.Body); ended <- err }()
+			switch how {
+			case "token":
+				id := e.do("GET", "/v1/whoami", reader, nil).json(t)["token_id"].(string)
+				mustStatus(t, e.do("DELETE", "/v1/admin/tokens/"+id, tok, nil), 204)
+			case "identity":
+				mustStatus(t, e.do("POST", "/v1/admin/identities/"+a.IdentityID+"/deactivate", tok, nil), 200)
+			}
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the stream stayed open after revocation")
+			}
+		})
+	}
 }
