@@ -23,7 +23,7 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	if len(raw) == 0 {
 		raw = []byte("{}")
-	} else if !acceptableBodyType(r.Header.Get("Content-Type")) {
+	} else if !acceptableBody(r) {
 		return errUnsupportedType
 	}
 	if _, err := canonicaljson.ParseObject(raw); err != nil {

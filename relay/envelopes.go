@@ -41,7 +41,7 @@ func (s *Server) handleEnvelopeCanonicalize(w http.ResponseWriter, r *http.Reque
 		s.writeError(w, r, errProjectToken)
 		return
 	}
-	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+	if !acceptableBody(r) {
 		s.writeError(w, r, errUnsupportedType)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -95,7 +96,7 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+	if !acceptableBody(r) {
 		s.writeError(w, r, errUnsupportedType)
 		return
 	}
@@ -230,6 +231,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(r.Body, limit+1))
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+		}
 		return nil, errf(http.StatusBadRequest, "body_unreadable", "the request body could not be read")
 	}
 	if n > limit {
@@ -384,10 +388,7 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 	sel := repoQuery(repo, thread)
 	jsonURL := base + "/v1/correspondence/events?" + sel
 	atomURL := base + "/v1/correspondence/events.atom?" + sel
-	self := base + r.URL.Path
-	if r.URL.RawQuery != "" {
-		self += "?" + r.URL.RawQuery
-	}
+	self := selfURL(r, base)
 	nextAfter := afterStr
 	if n := len(page.Records); n > 0 {
 		v := strconv.FormatInt(page.Records[n-1].ReceivedSeq, 10)

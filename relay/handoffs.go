@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,7 +157,7 @@ func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+	if !acceptableBody(r) {
 		s.writeError(w, r, errUnsupportedType)
 		return
 	}
@@ -258,11 +259,11 @@ func (s *Server) handleHandoffTransition(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	ifMatch := r.Header.Values("If-Match")
-	if len(ifMatch) == 0 {
-		s.writeError(w, r, errPreconditionRequired)
+	if len(ifMatch) == 0 || strings.TrimSpace(strings.Join(ifMatch, "")) == "" {
+		s.writeError(w, r, errPreconditionRequired) // an empty If-Match names no version
 		return
 	}
-	if !acceptableBodyType(r.Header.Get("Content-Type")) {
+	if !acceptableBody(r) {
 		s.writeError(w, r, errUnsupportedType)
 		return
 	}
@@ -274,6 +275,10 @@ func (s *Server) handleHandoffTransition(w http.ResponseWriter, r *http.Request)
 	to, result, err := parseTransition(raw)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if !slices.Contains(handoff.States, handoff.State(to)) {
+		s.writeError(w, r, errf(http.StatusBadRequest, "state_invalid", "to is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled"))
 		return
 	}
 	cur, err := s.st.Handoff(r.Context(), p.ProjectID, id)

@@ -165,7 +165,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	if !strings.Contains(r.json(t)["message"].(string), "succeeded") {
 		t.Fatalf("message does not name the state: %s", r.Body)
 	}
-	wantError(t, e.transition(tok, id, etag, `{"to":"done"}`), 409, "transition_not_allowed")
+	wantError(t, e.transition(tok, id, etag, `{"to":"done"}`), 400, "state_invalid") // not a state at all: an input error
 
 	// A PUT of the original content still replays (version 1 compared), now answering version 5.
 	r = e.do("PUT", "/v1/handoffs/"+id, tok, doc)

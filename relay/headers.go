@@ -124,3 +124,14 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, med
 	}
 	s.writeBytes(w, r, http.StatusOK, mediaType, body)
 }
+
+// selfURL is the request's own URL for a Link header: the path and the
+// query re-encoded from its parsed values (sorted, percent-encoded), never
+// the raw query, whose '>' or ',' could end the link and add others.
+func selfURL(r *http.Request, base string) string {
+	u := base + (&url.URL{Path: r.URL.Path}).EscapedPath()
+	if vals, err := url.ParseQuery(r.URL.RawQuery); err == nil && len(vals) > 0 {
+		u += "?" + vals.Encode()
+	}
+	return u
+}

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -339,5 +340,56 @@ func TestWeakPublicKeyRefused(t *testing.T) {
 		if r.code(t) != "public_key_invalid" {
 			t.Fatalf("code %s", r.code(t))
 		}
+	}
+}
+
+// TestSelfLinkCannotBeInjected: the self link re-encodes the query, so a
+// '>' or ',' in a parameter cannot close the link and add another.
+func TestSelfLinkCannotBeInjected(t *testing.T) {
+	e := newEnv(t)
+	_, tok := e.newProject("")
+	r := e.do("GET", "/v1/correspondence/events?repository_id=a%3E,%3Chttps://evil.example/x", tok, nil)
+	mustStatus(t, r, 200)
+	link := r.Header.Get("Link")
+	if strings.Contains(link, "<https://evil.example") || strings.Count(link, "<") != 4 {
+		t.Fatalf("Link header carries an injected target: %s", link)
+	}
+	if !strings.HasPrefix(link, `<http://relay.test/v1/correspondence/events?repository_id=a%3E%2C%3Chttps%3A%2F%2Fevil.example%2Fx>; rel="self"`) {
+		t.Fatalf("self link: %s", link)
+	}
+}
+
+// TestAmbiguousHeadersRefused: two Content-Types, a content coding, or two
+// Authorization headers are never resolved by picking one.
+func TestAmbiguousHeadersRefused(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	a := e.newAgent(pid, tok)
+	body := eventJSON(t, a.intent("repo", "x"))
+	send := func(h http.Header) int {
+		req, _ := http.NewRequest("POST", e.url+"/v1/correspondence/events", bytes.NewReader(body))
+		req.Header = h
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	h := http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json", "text/plain"}}
+	if s := send(h); s != 415 {
+		t.Errorf("two Content-Types: %d", s)
+	}
+	h = http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}
+	if s := send(h); s != 415 {
+		t.Errorf("Content-Encoding gzip: %d", s)
+	}
+	h = http.Header{"Authorization": {"Bearer " + tok, "Bearer nope"}, "Content-Type": {"application/json"}}
+	if s := send(h); s != 401 {
+		t.Errorf("two Authorization headers: %d", s)
+	}
+	h = http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json"}}
+	if s := send(h); s != 201 {
+		t.Errorf("plain request: %d", s)
 	}
 }

@@ -97,6 +97,22 @@ func negotiate(r *http.Request, offers []string) (string, bool) {
 	return best, bestQ > 0
 }
 
+// acceptableBody checks a request's body headers: exactly one
+// Content-Type, acceptable by acceptableBodyType, and no content coding
+// (a gzip body would otherwise be parsed as if it were plain JSON).
+func acceptableBody(r *http.Request) bool {
+	cts := r.Header.Values("Content-Type")
+	if len(cts) != 1 {
+		return false
+	}
+	for _, ce := range r.Header.Values("Content-Encoding") {
+		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+			return false
+		}
+	}
+	return acceptableBodyType(cts[0])
+}
+
 // acceptableBodyType checks a request Content-Type: one of the JSON media
 // types, with no charset or charset=utf-8.
 func acceptableBodyType(ct string) bool {

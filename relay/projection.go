@@ -249,10 +249,7 @@ func (s *Server) writeProjection(w http.ResponseWriter, r *http.Request, media, 
 		return
 	}
 	base := s.publicBase(r)
-	self := base + r.URL.Path
-	if r.URL.RawQuery != "" {
-		self += "?" + r.URL.RawQuery
-	}
+	self := selfURL(r, base)
 	s.setCorrespondenceHeaders(w, r, repo, thread, linkSet{
 		self: self, selfType: media,
 		alternate: base + "/v1/correspondence/events.atom?" + repoQuery(repo, thread), alternateType: mediaAtom,

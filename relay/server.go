@@ -150,6 +150,9 @@ func principalFrom(ctx context.Context) principal {
 // tokens are all 401 with one message, so nothing is learned from the
 // difference.
 func (s *Server) authenticate(r *http.Request) (principal, error) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		return principal{}, errUnauthorized // ambiguous: never pick one
+	}
 	authz := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(authz, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
