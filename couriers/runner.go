@@ -178,9 +178,17 @@ func (r *Runner) drain(ctx context.Context, projectID, target string) error {
 		if err := r.courier.Deliver(ctx, projectID, target, recs); err != nil {
 			return err
 		}
+		// What was delivered is recorded even when shutdown began during
+		// the delivery, so a clean restart does not deliver it again.
 		cur = recs[len(recs)-1].ReceivedSeq
-		if err := r.st.AdvanceCursor(ctx, name, projectID, target, cur); err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err = r.st.AdvanceCursor(actx, name, projectID, target, cur)
+		cancel()
+		if err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if len(recs) < r.opt.Batch {
 			return nil

@@ -70,5 +70,17 @@ provision_jing() {
   fi
 }
 
+# --- outside test data (spec vectors, corpora) ------------------------------
+provision_shared() {
+  local d="${ACRELAY_SHARED_DIR:-$(pwd)/../shared}"
+  if [ -f "$d/spec/agent-correspondence-0.1-vectors.json" ] && [ -d "$d/corpora" ]; then
+    export ACRELAY_SHARED_DIR="$(cd "$d" && pwd)"
+    ACRELAY_PROVISION_NOTES+=("shared data: $ACRELAY_SHARED_DIR")
+  else
+    ACRELAY_PROVISION_NOTES+=("shared data: SKIPPED - no spec/ and corpora/ at ${d} (set ACRELAY_SHARED_DIR); the public vector file, JSONTestSuite, JCS, Ed25519 and Atom schema tests skip")
+  fi
+}
+
+provision_shared
 provision_postgres
 provision_jing

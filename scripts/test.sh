@@ -29,7 +29,8 @@ if [ "$status" -ne 0 ]; then
 fi
 echo
 echo "== skipped (count, reason)"
-grep -E -A1 -- '^\s*--- SKIP' "$ACRELAY_TEST_LOG" | grep -vE -- '--- SKIP|^--$' | sed -E 's/^ *[A-Za-z0-9_]+\.go:[0-9]+: //' | sort | uniq -c | sort -rn | head -20
+# In -v output a test's t.Skip message is the line just before its "--- SKIP".
+grep -E -B1 -- '^\s*--- SKIP' "$ACRELAY_TEST_LOG" | grep -vE -- '--- SKIP|^--$' | sed -E 's/^ *[A-Za-z0-9_]+\.go:[0-9]+: //' | sort | uniq -c | sort -rn | head -20
 for note in "${ACRELAY_PROVISION_NOTES[@]}"; do echo "provision: $note"; done
 passed=$(grep -cE '^\s*--- PASS' "$ACRELAY_TEST_LOG" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$ACRELAY_TEST_LOG" || true)

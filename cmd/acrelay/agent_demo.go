@@ -166,7 +166,7 @@ func runDemo(ctx context.Context, admin *client.Client, repo string, out io.Writ
 	agents.Token = tok.Token
 	agents.Keys = keys
 	d := &demoStory{ctx: ctx, c: &agents, out: out, repo: repo, thread: "task:parser-errors"}
-	fmt.Fprintf(out, "agent token %s (scopes read, append)\n\n", tok.TokenID)
+	fmt.Fprintf(out, "agent token id %s (scopes read, append; the token itself stays in memory)\n\n", tok.TokenID)
 
 	now := time.Now()
 	step := func(title string) { fmt.Fprintf(out, "%s\n", title) }
