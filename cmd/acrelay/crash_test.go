@@ -74,8 +74,8 @@ func startRelay(t *testing.T, bin string, args []string, env ...string) *relayPr
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--log-level", "warn"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	stderr := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,11 +28,11 @@ func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
 	bin := acrelayBinary(t)
 	data := t.TempDir()
 	addr := freeAddr(t)
-	start := func() (*exec.Cmd, *bytes.Buffer) {
+	start := func() (*exec.Cmd, *syncBuffer) {
 		cmd := exec.Command(bin, "serve", "--addr", addr, "--data-dir", data, "--log-level", "warn")
 		cmd.Env = os.Environ()
-		var out bytes.Buffer
-		cmd.Stdout = &out
+		out := &syncBuffer{}
+		cmd.Stdout = out
 		cmd.Stderr = io.Discard
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -41,7 +42,7 @@ func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
 		for time.Now().Before(deadline) {
 			if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
 				res.Body.Close()
-				return cmd, &out
+				return cmd, out
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -116,6 +117,25 @@ func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
 	if status, _ := httpJSON(t, "POST", "http://"+addr+"/v1/admin/projects", operatorToken, map[string]any{}); status != 201 {
 		t.Fatalf("operator token lost across restart: %d", status)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the exec goroutine that writes a
+// child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestLocalAdminCommands drives project/identity/key/token create and
