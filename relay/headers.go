@@ -74,7 +74,15 @@ func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request
 // linkTemplateField serializes the live template as an RFC 9652
 // Link-Template structured-field list.
 func (s *Server) linkTemplateField(r *http.Request) string {
-	item := httpsfv.NewItem(s.wakeTemplate(r))
+	if s.public != "" { // the same for every request: serialize once
+		s.ltOnce.Do(func() { s.ltField = marshalLinkTemplate(s.wakeTemplate(r)) })
+		return s.ltField
+	}
+	return marshalLinkTemplate(s.wakeTemplate(r))
+}
+
+func marshalLinkTemplate(template string) string {
+	item := httpsfv.NewItem(template)
 	item.Params.Add("rel", relLive)
 	item.Params.Add("type", "text/event-stream")
 	v, err := httpsfv.Marshal(httpsfv.List{item})

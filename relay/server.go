@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -47,6 +48,9 @@ type Server struct {
 	public string
 	wake   *wakeHub
 	keys   keyCache
+
+	ltOnce  sync.Once
+	ltField string // Link-Template field when PublicURL is set
 }
 
 // New returns a Server over st. It starts no goroutines.

@@ -78,34 +78,23 @@ func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, er
 
 func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	// An exact retry is answered with the original receipt even after the
-	// key or identity stopped being active: it adds no new event (spec §7).
-	var stored []byte
-	err := t.queryRow(selectCanonical, ev.ProjectID, ev.ID).Scan(&stored)
-	switch {
-	case err == nil:
-		if !bytes.Equal(stored, in.canonical) {
-			return store.AppendResult{}, store.ErrEventIDCollision
-		}
-		return finishRetry(t, in)
-	case !errors.Is(err, sql.ErrNoRows):
+	var idStatus, keyStatus string
+	err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+		Scan(&idStatus, &keyStatus)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return store.AppendResult{}, err
 	}
-
-	var idStatus, keyStatus string
-	err = t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
-		Scan(&idStatus, &keyStatus)
-	if errors.Is(err, sql.ErrNoRows) {
+	if err != nil || idStatus != store.StatusActive || keyStatus != store.StatusActive {
+		// An exact retry is answered with the original receipt even after
+		// the key or identity stopped being active: it adds no new event
+		// (spec §7).
+		if res, ok, err := retryOf(t, in); ok || err != nil {
+			return res, err
+		}
 		// Name the first problem: an unknown project before an unknown sender.
 		if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
 			return store.AppendResult{}, err
 		}
-		return store.AppendResult{}, store.ErrSenderNotActive
-	}
-	if err != nil {
-		return store.AppendResult{}, err
-	}
-	if idStatus != store.StatusActive || keyStatus != store.StatusActive {
 		return store.AppendResult{}, store.ErrSenderNotActive
 	}
 
@@ -119,10 +108,23 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	if err != nil {
 		return store.AppendResult{}, err
 	}
-	if _, err := t.exec(insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
+	r, err := t.exec(insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
 		string(ev.Kind), ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq,
-		in.canonical); err != nil {
+		in.canonical)
+	if err != nil {
 		return store.AppendResult{}, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		// Already stored: undo this receipt (back to the job's savepoint)
+		// and answer as an exact retry, or a collision.
+		if _, err := t.exec(rollbackToAppend); err != nil {
+			return store.AppendResult{}, err
+		}
+		res, ok, err := retryOf(t, in)
+		if err == nil && !ok {
+			err = fmt.Errorf("append: event neither inserted nor stored: %w", store.ErrUnavailable)
+		}
+		return res, err
 	}
 	for _, p := range ev.Parents {
 		if _, err := t.exec(insertParent, ev.ProjectID, ev.ID, p); err != nil {
@@ -169,6 +171,24 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		}
 	}
 	return warnings(t, in, store.AppendResult{Record: rec, Created: true})
+}
+
+// retryOf answers an event id that is already stored: the original record
+// when the bytes are identical (an exact retry), ErrEventIDCollision when
+// they differ; ok is false when the id is not stored.
+func retryOf(t *txn, in appendInput) (store.AppendResult, bool, error) {
+	var stored []byte
+	err := t.queryRow(selectCanonical, in.ev.ProjectID, in.ev.ID).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.AppendResult{}, false, nil
+	case err != nil:
+		return store.AppendResult{}, false, err
+	case !bytes.Equal(stored, in.canonical):
+		return store.AppendResult{}, true, store.ErrEventIDCollision
+	}
+	res, err := finishRetry(t, in)
+	return res, true, err
 }
 
 // finishRetry is an exact retry: it resolves this append's share of the
