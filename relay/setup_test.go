@@ -11,11 +11,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acrelay/acrelay/internal/pgtest"
+	"github.com/acrelay/acrelay/store/postgres"
 
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
@@ -25,6 +29,26 @@ import (
 )
 
 const operatorToken = "test-operator-token-not-a-secret"
+
+// openTestStore opens a fresh store for one test: SQLite in a temporary
+// directory, or, with ACRELAY_RELAY_TEST_STORE=postgres, a throwaway
+// PostgreSQL database (pgtest), so the HTTP suite can be run against both
+// dialects: ACRELAY_RELAY_TEST_STORE=postgres go test ./relay.
+func openTestStore(t testing.TB) store.Store {
+	t.Helper()
+	var st store.Store
+	var err error
+	if os.Getenv("ACRELAY_RELAY_TEST_STORE") == "postgres" {
+		st, err = postgres.Open(context.Background(), pgtest.FreshDatabase(t), slog.New(slog.DiscardHandler))
+	} else {
+		st, err = sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+	}
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 // env is one relay on a fresh SQLite store behind a real HTTP server.
 type env struct {
@@ -36,11 +60,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTestStore(t)
 	var srv *httptest.Server
 	h := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test"})
 	srv = httptest.NewServer(h.Handler())

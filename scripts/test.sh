@@ -18,6 +18,12 @@ echo "== go test -race -count=1 -v ${pkgs[*]}  (full log: kept on failure)"
 go test -race -count=1 -v -timeout 30m "${pkgs[@]}" >"$ACRELAY_TEST_LOG" 2>&1
 status=$?
 
+# The HTTP suite once more on PostgreSQL: every relay route, both dialects.
+if [ -n "${ACRELAY_TEST_DATABASE_URL:-}" ] && [ $# -eq 0 ]; then
+  echo "== ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v ./relay"
+  ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v -timeout 20m ./relay >>"$ACRELAY_TEST_LOG" 2>&1 || status=1
+fi
+
 echo
 echo "== packages"
 grep -E '^(ok|FAIL|panic:|\?)\s' "$ACRELAY_TEST_LOG" | grep -v 'no test files' || true

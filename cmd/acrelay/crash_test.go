@@ -15,11 +15,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acrelay/acrelay/internal/pgtest"
 
 	_ "modernc.org/sqlite"
 
@@ -273,30 +274,5 @@ func TestCrashUnderLoadPostgres(t *testing.T) {
 	crashUnderLoad(t, []string{"--database-url", freshDatabase(t, url)})
 }
 
-// freshDatabase creates an empty database on the server of url and returns
-// its URL; it is dropped at cleanup.
-func freshDatabase(t *testing.T, url string) string {
-	t.Helper()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Skipf("pgx driver not linked: %v", err)
-	}
-	defer db.Close()
-	name := "acrelay_crash_" + strings.ReplaceAll(newBenchUUID()[:8], "-", "")
-	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		d, err := sql.Open("pgx", url)
-		if err == nil {
-			_, _ = d.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-			d.Close()
-		}
-	})
-	i := strings.LastIndex(url, "/")
-	rest := ""
-	if q := strings.IndexByte(url[i:], '?'); q >= 0 {
-		rest = url[i+q:]
-	}
-	return url[:i+1] + name + rest
-}
+// freshDatabase returns the URL of a throwaway database (pgtest).
+func freshDatabase(t *testing.T, _ string) string { return pgtest.FreshDatabase(t) }

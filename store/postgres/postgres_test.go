@@ -2,14 +2,10 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
-	"net/url"
-	"os"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/acrelay/acrelay/internal/pgtest"
 
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/postgres"
@@ -18,45 +14,7 @@ import (
 
 const skipReason = "ACRELAY_TEST_DATABASE_URL not set; scripts/test.sh provisions a throwaway PostgreSQL"
 
-// freshDatabase creates an empty database acrelay_test_<random> on the
-// server of ACRELAY_TEST_DATABASE_URL, drops it (WITH FORCE) at cleanup,
-// and returns its URL. It skips when the variable is unset.
-func freshDatabase(t testing.TB) string {
-	t.Helper()
-	admin := os.Getenv("ACRELAY_TEST_DATABASE_URL")
-	if admin == "" {
-		t.Skip(skipReason)
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal("ACRELAY_TEST_DATABASE_URL does not parse as a URL")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	name := "acrelay_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to ACRELAY_TEST_DATABASE_URL: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop database: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-	})
-	u.Path = "/" + name
-	return u.String()
-}
+func freshDatabase(t testing.TB) string { return pgtest.FreshDatabase(t) }
 
 func openFresh(t testing.TB) *postgres.DB {
 	t.Helper()
