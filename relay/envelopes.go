@@ -4,16 +4,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/gorilla/mux"
-
 	"github.com/acrelay/acrelay/envelope"
 )
-
-func init() {
-	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
-		r.HandleFunc("/v1/envelopes/canonicalize", s.handleEnvelopeCanonicalize).Methods("POST")
-	})
-}
 
 // envelopeJSON is the answer of POST /v1/envelopes/canonicalize
 // (spec/predicate-envelope-1.md "Surfaces"):

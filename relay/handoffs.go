@@ -42,16 +42,6 @@ import (
 // MaxContractBytes caps a PUT or transition body (413 body_too_large).
 const MaxContractBytes = 262144
 
-func init() {
-	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
-		r.HandleFunc("/v1/handoffs", s.handleHandoffList).Methods("GET", "HEAD")
-		r.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffPut).Methods("PUT")
-		r.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffGet).Methods("GET", "HEAD")
-		r.HandleFunc("/v1/handoffs/{handoff_id}/transitions", s.handleHandoffTransition).Methods("POST")
-		r.HandleFunc("/v1/handoffs/{handoff_id}/versions", s.handleHandoffVersions).Methods("GET", "HEAD")
-	})
-}
-
 // handoffJSON is the representation of one contract version (spec
 // "HTTP"): the stored RFC 8785 contract bytes, the version number, the
 // deadline flag and the ids of handoff events naming it.

@@ -9,18 +9,10 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
 )
-
-func init() {
-	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
-		r.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD")
-		r.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD")
-	})
-}
 
 // readFrontierBudget is how many ready-frontier rows each claims or voice
 // read resolves before reading (spec §8).

@@ -25,7 +25,17 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/correspondence/events", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, "") }).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/correspondence/events.atom", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaAtom) }).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/correspondence/events.json", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD")
-	s.routesExtra(api)
+	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
+
+	// Predicate envelopes and handoff contracts.
+	api.HandleFunc("/v1/envelopes/canonicalize", s.handleEnvelopeCanonicalize).Methods("POST")
+	api.HandleFunc("/v1/handoffs", s.handleHandoffList).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffPut).Methods("PUT")
+	api.HandleFunc("/v1/handoffs/{handoff_id}", s.handleHandoffGet).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/handoffs/{handoff_id}/transitions", s.handleHandoffTransition).Methods("POST")
+	api.HandleFunc("/v1/handoffs/{handoff_id}/versions", s.handleHandoffVersions).Methods("GET", "HEAD")
 
 	// Registry (spec §10).
 	api.HandleFunc("/v1/whoami", s.handleWhoami).Methods("GET")
@@ -37,16 +47,6 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/admin/keys/{signing_key_id}/revoke", s.handleKeyRevoke).Methods("POST")
 	api.HandleFunc("/v1/admin/tokens/{token_id}", s.handleTokenRevoke).Methods("DELETE")
 	return m
-}
-
-// routesExtra is where later surfaces (claims, voice, wake, envelopes,
-// handoffs) register; see extra_*.go.
-var extraRoutes []func(s *Server, r *mux.Router)
-
-func (s *Server) routesExtra(r *mux.Router) {
-	for _, f := range extraRoutes {
-		f(s, r)
-	}
 }
 
 func (s *Server) authMiddleware(next http.Handler) http.Handler {

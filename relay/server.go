@@ -69,18 +69,30 @@ func New(st store.Store, cfg Config) *Server {
 	return s
 }
 
-// HTTPServer returns an *http.Server for h with acrelay's timeouts: a
-// bounded header read and idle time, and no whole-request read or write
-// timeout, which would kill long-lived SSE streams (handlers that read
-// bodies set their own read deadline).
+// HTTPServer returns an *http.Server for h with all four timeouts (STYLE
+// §7): a bounded header read, whole-request read and response write, and
+// idle time. The wake stream clears its read deadline and moves its write
+// deadline forward frame by frame, so long-lived streams are not cut;
+// every other request and response is bounded, so a client that trickles
+// a body (even one a handler never reads) or reads a page slowly cannot
+// hold a connection.
 func HTTPServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// CloseStreams ends every open wake stream; register it with
+// http.Server.RegisterOnShutdown so a graceful shutdown does not wait for
+// streams that never go idle.
+func (s *Server) CloseStreams() {
+	s.wake.endWhere(func(string, *wakeSub) bool { return true })
 }
 
 // bodyReadTimeout bounds how long a client may take to send a request body.
@@ -103,7 +115,9 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, m
 	b, err := json.Marshal(v, json.Deterministic(true))
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "encode response", "err", err)
-		http.Error(w, `{"error":"internal_error","message":"internal error"}`, http.StatusInternalServerError)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":"internal_error","message":"internal error"}`))
 		return
 	}
 	s.writeBytes(w, r, status, mediaType, b)

@@ -8,17 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
 )
-
-func init() {
-	extraRoutes = append(extraRoutes, func(s *Server, r *mux.Router) {
-		r.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
-	})
-}
 
 // Wake stream settings (spec §9, STYLE §7).
 const (
@@ -422,6 +414,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // the stream outlives the server's ReadTimeout
 	if err := s.flushWake(rc, nil); err != nil {
 		return
 	}

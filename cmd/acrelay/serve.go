@@ -180,6 +180,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		go servePprof(cfg.PprofAddr, logger)
 	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
+	hs.RegisterOnShutdown(srv.CloseStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("relay listening", "addr", ln.Addr().String(), "public_url", public, "store", cfg.describe())

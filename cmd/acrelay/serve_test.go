@@ -66,6 +66,17 @@ func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
 		t.Fatalf("operator token cannot create a project: %d", status)
 	}
 
+	// An open wake stream does not hold shutdown up: it is ended.
+	_, ident := httpJSON(t, "POST", "http://"+addr+"/v1/admin/projects/"+projectID+"/identities", projectToken, map[string]any{})
+	wreq, _ := http.NewRequest("GET", "http://"+addr+"/v1/wake/voice?identity_id="+ident["identity_id"].(string)+"&keys=correspondence", nil)
+	wreq.Header.Set("Authorization", "Bearer "+projectToken)
+	wres, err := http.DefaultClient.Do(wreq)
+	if err != nil || wres.StatusCode != 200 {
+		t.Fatalf("wake stream: %v", err)
+	}
+	streamEnded := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, wres.Body); close(streamEnded) }()
+
 	// A request in flight when SIGTERM arrives is answered.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/admin/projects/"+projectID+"/identities", pr)
@@ -92,8 +103,17 @@ func TestFirstStartTokensOnceAndGracefulStop(t *testing.T) {
 	if s := <-got; s != 201 {
 		t.Fatalf("in-flight request during SIGTERM: %d", s)
 	}
+	stopped := time.Now()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("SIGTERM exit: %v", err)
+	}
+	if d := time.Since(stopped); d > 10*time.Second {
+		t.Fatalf("shutdown took %v with a wake stream open", d)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake stream was not ended by shutdown")
 	}
 
 	// Only hashes are stored.
