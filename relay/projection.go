@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -303,55 +304,79 @@ func activeRows(claims []store.ActiveClaim) []activeClaimJSON {
 // more is true when rows or paths were cut.
 func overlappingClaims(claims []store.ActiveClaim) (rows []overlapJSON, more bool) {
 	sorted := slices.Clone(claims)
-	slices.SortFunc(sorted, func(a, b store.ActiveClaim) int {
-		switch {
-		case a.EventID < b.EventID:
-			return -1
-		case a.EventID > b.EventID:
-			return 1
+	slices.SortFunc(sorted, func(a, b store.ActiveClaim) int { return strings.Compare(a.EventID, b.EventID) })
+	n := len(sorted)
+	// Two prefixes overlap when one is "." or one equals the other or one of
+	// its "/"-ancestors (spec §4). So index the claims by exact path, and for
+	// each path of each claim look up the path itself and its ancestors:
+	// work grows with paths × depth, not with pairs × paths², which a read
+	// token could otherwise make expensive (128 claims × 64 paths).
+	byPath := make(map[string][]int)
+	var dots []int
+	for ci, c := range sorted {
+		for _, p := range c.Paths {
+			if p == "." {
+				dots = append(dots, ci)
+			}
+			if l := byPath[p]; len(l) == 0 || l[len(l)-1] != ci {
+				byPath[p] = append(l, ci)
+			}
 		}
-		return 0
+	}
+	pairs := make(map[[2]int][]string)
+	add := func(a, b int, path string) {
+		if a == b {
+			return
+		}
+		if a > b {
+			a, b = b, a
+		}
+		key := [2]int{a, b}
+		pairs[key] = append(pairs[key], path)
+	}
+	for ci, c := range sorted {
+		for _, q := range c.Paths {
+			if q == "." {
+				continue // handled with dots below
+			}
+			for end := 0; end <= len(q); end++ {
+				if end < len(q) && q[end] != '/' {
+					continue
+				}
+				anc := q[:end]
+				for _, other := range byPath[anc] {
+					add(other, ci, anc)
+				}
+			}
+		}
+	}
+	for _, d := range dots {
+		for ci := 0; ci < n; ci++ {
+			add(d, ci, ".")
+		}
+	}
+	keys := make([][2]int, 0, len(pairs))
+	for k := range pairs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
 	})
 	rows = []overlapJSON{}
-	for i := range sorted {
-		for j := i + 1; j < len(sorted); j++ {
-			paths := overlapPaths(sorted[i].Paths, sorted[j].Paths)
-			if len(paths) == 0 {
-				continue
-			}
-			if len(rows) == maxOverlaps {
-				return rows, true
-			}
-			if len(paths) > maxOverlapPaths {
-				paths, more = paths[:maxOverlapPaths], true
-			}
-			rows = append(rows, overlapJSON{LeftEventID: sorted[i].EventID, RightEventID: sorted[j].EventID, Paths: paths})
+	for _, k := range keys {
+		if len(rows) == maxOverlaps {
+			return rows, true
 		}
+		paths := pairs[k]
+		slices.Sort(paths)
+		paths = slices.Compact(paths)
+		if len(paths) > maxOverlapPaths {
+			paths, more = paths[:maxOverlapPaths], true
+		}
+		rows = append(rows, overlapJSON{LeftEventID: sorted[k[0]].EventID, RightEventID: sorted[k[1]].EventID, Paths: paths})
 	}
 	return rows, more
-}
-
-// overlapPaths returns, for every overlapping (a, b) prefix pair, the
-// containing prefix, unique and sorted.
-func overlapPaths(as, bs []string) []string {
-	var out []string
-	for _, a := range as {
-		for _, b := range bs {
-			if !correspondence.PathsOverlap(a, b) {
-				continue
-			}
-			switch {
-			case a == ".":
-				out = append(out, a)
-			case b == ".":
-				out = append(out, b)
-			case len(a) <= len(b):
-				out = append(out, a)
-			default:
-				out = append(out, b)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
