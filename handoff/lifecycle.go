@@ -111,9 +111,9 @@ func (c Contract) Next() []State {
 //   - entering running for the first time (attempt 0) sets attempt to 1; a
 //     retry from failed increments it, and is refused once the new value
 //     would exceed budget.maxAttempts; running after blocked keeps it;
-//   - succeeded requires result (given with this move), and when any
-//     acceptance criterion has evidenceRequired, a non-empty
-//     result.EvidenceURIs;
+//   - succeeded requires a result — the one given with this move, or else
+//     the one the contract already holds — and when any acceptance
+//     criterion has evidenceRequired, a non-empty result.EvidenceURIs;
 //   - a non-nil result replaces the stored one on any allowed move; nil
 //     keeps it.
 //
@@ -128,11 +128,15 @@ func Transition(current Contract, to string, result *Result) (Contract, error) {
 		return current, &TransitionError{Code: CodeTransitionNotAllowed, From: current.State, To: to}
 	}
 	if next == Succeeded {
-		if result == nil {
+		effective := result
+		if effective == nil {
+			effective = current.Result
+		}
+		if effective == nil {
 			return current, &TransitionError{Code: CodeResultRequired, From: current.State, To: to}
 		}
 		needsEvidence := slices.ContainsFunc(current.Acceptance, func(a Acceptance) bool { return a.EvidenceRequired })
-		if needsEvidence && len(result.EvidenceURIs) == 0 {
+		if needsEvidence && len(effective.EvidenceURIs) == 0 {
 			return current, &TransitionError{Code: CodeEvidenceRequired, From: current.State, To: to}
 		}
 	}

@@ -187,10 +187,15 @@ func TestSucceedNeedsResultAndEvidence(t *testing.T) {
 	if !errors.As(err, &te) || te.Code != handoff.CodeEvidenceRequired || !errors.Is(err, handoff.ErrEvidenceRequired) {
 		t.Fatalf("no evidence: %v, want evidence_required", err)
 	}
-	// A result recorded earlier does not count: the result comes with the move.
+	// A result the contract already holds counts: succeeded needs the
+	// contract's result, whichever move brought it.
 	c.Result = evidence
-	if _, err := handoff.Transition(c, "succeeded", nil); !errors.Is(err, handoff.ErrResultRequired) {
-		t.Fatalf("stored result only: %v, want result_required", err)
+	if held, err := handoff.Transition(c, "succeeded", nil); err != nil || held.State != handoff.Succeeded || held.Result == nil {
+		t.Fatalf("stored result with evidence: %v, want succeeded", err)
+	}
+	c.Result = &handoff.Result{Summary: "held, no evidence"}
+	if _, err := handoff.Transition(c, "succeeded", nil); !errors.Is(err, handoff.ErrEvidenceRequired) {
+		t.Fatalf("stored result without evidence: %v, want evidence_required", err)
 	}
 	c.Result = nil
 
