@@ -88,14 +88,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			_ = r.st.ReleaseLease(rel, r.courier.Name(), p, r.opt.Holder)
 		}
 	}()
-	renewEvery := r.opt.LeaseTTL / 3
-	lastPass := time.Time{}
+	// A pass renews every held lease, so passes come at least three times
+	// per lease; pokes (a project advanced) start one early.
+	wait := min(r.opt.PollInterval, r.opt.LeaseTTL/3)
 	for {
 		if err := r.pass(ctx, held); err != nil && ctx.Err() == nil {
 			r.log.Warn("courier pass failed", "err", err)
 		}
-		lastPass = time.Now()
-		wait := min(r.opt.PollInterval, renewEvery-time.Since(lastPass))
 		select {
 		case <-ctx.Done():
 			return nil

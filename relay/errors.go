@@ -1,8 +1,8 @@
 package relay
 
 import (
+	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 
@@ -38,9 +38,9 @@ var (
 	errNotFound          = errf(http.StatusNotFound, "not_found", "no such resource")
 	errProjectToken      = errf(http.StatusForbidden, "project_token_required", "this route needs a project token, not the operator token")
 	errOperatorOnly      = errf(http.StatusForbidden, "operator_token_required", "this route needs the operator token")
-	errNotAcceptable     = errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json, application/json or application/atom+xml")
+	errNotAcceptable     = errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json or application/json (and, for events, application/atom+xml)")
 	errUnsupportedType   = errf(http.StatusUnsupportedMediaType, "content_type_unsupported", "the request body must be application/json or application/vnd.agenttool.correspondence+json (charset utf-8 only)")
-	errBodyTooLarge      = errf(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds 65536 bytes")
+	errBodyTooLarge      = errf(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds this route's size limit").withHint("events and envelopes: 65536 bytes; contracts: 262144; admin bodies: 16384")
 	errAppendUnavailable = errf(http.StatusServiceUnavailable, "correspondence_append_unavailable", "the event log cannot accept events right now").withHint("retry the same exact event later; it is idempotent")
 	errUnavailable       = errf(http.StatusServiceUnavailable, "unavailable", "the relay's store is unavailable").withHint("retry later")
 	errInternal          = errf(http.StatusInternalServerError, "internal_error", "internal error")
@@ -70,6 +70,10 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errf(http.StatusConflict, te.Code, strings.TrimPrefix(te.Error(), te.Code+": "))
 	}
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client left or its deadline passed: not our fault, not an Error.
+		s.log.DebugContext(r.Context(), "request ended before its answer", "path", r.URL.Path, "err", err)
+		return errf(http.StatusServiceUnavailable, "request_cancelled", "the request ended before it could be answered").withHint("retry")
 	case errors.Is(err, store.ErrHandoffExists):
 		return errf(http.StatusConflict, "handoff_exists", "a contract with this handoffId exists with other content; its terms never change").withHint("move it with POST /v1/handoffs/{handoffId}/transitions")
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
@@ -118,5 +122,3 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	s.writeJSON(w, r, ae.Status, "application/json", errorBody{Error: ae.Code, Message: ae.Message, Hint: ae.Hint, Issues: ae.Issues})
 }
-
-var _ = slog.LevelInfo

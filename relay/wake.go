@@ -303,7 +303,6 @@ func (wi *wakeIdentity) next(at time.Time) int64 {
 	return wi.version
 }
 
-// subscribers counts the open streams (tests and metrics).
 // endWhere ends every stream for which match is true (revocation in this
 // process takes effect at once; see handleWake for other processes).
 func (h *wakeHub) endWhere(match func(projectID string, sub *wakeSub) bool) {
@@ -322,6 +321,7 @@ func (h *wakeHub) endWhere(match func(projectID string, sub *wakeSub) bool) {
 	}
 }
 
+// subscribers counts the open streams (tests and metrics).
 func (h *wakeHub) subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
