@@ -857,11 +857,10 @@ func isCc(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
 // adds U+FEFF): the whitespace the schema's \S and \s patterns mean.
 func isSpace(r rune) bool { return unicode.IsSpace(r) || r == 0xFEFF }
 
-// opaqueIDCode returns "" when s is a valid opaque id (spec §3: 1–256
-// scalar values, no Unicode whitespace, no U+FEFF, no Cc), else the code.
-func opaqueIDCode(s string) string {
-	n := 0
-	bad := false
+// countNoSpaceNoCc counts s's scalar values and reports whether any is
+// Unicode whitespace (U+FEFF included), a Cc control or invalid UTF-8: the
+// character rule shared by opaque ids and locators (spec §3, §4).
+func countNoSpaceNoCc(s string) (n int, bad bool) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -878,6 +877,13 @@ func opaqueIDCode(s string) string {
 		}
 		n++
 	}
+	return n, bad
+}
+
+// opaqueIDCode returns "" when s is a valid opaque id (spec §3: 1–256
+// scalar values, no Unicode whitespace, no U+FEFF, no Cc), else the code.
+func opaqueIDCode(s string) string {
+	n, bad := countNoSpaceNoCc(s)
 	if n < 1 || n > maxOpaqueIDScalars {
 		return CodeLengthOutOfRange
 	}
@@ -1004,24 +1010,7 @@ func PathsOverlap(a, b string) bool {
 // locatorCode: 1–2048 scalar values; ASCII scheme [A-Za-z][A-Za-z0-9+.-]*,
 // ":", then no Unicode whitespace, U+FEFF or Cc anywhere (spec §4).
 func locatorCode(s string) string {
-	n := 0
-	bad := false
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c <= ' ' || c == 0x7f {
-				bad = true
-			}
-			i++
-		} else {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 || isCc(r) || isSpace(r) {
-				bad = true
-			}
-			i += size
-		}
-		n++
-	}
+	n, bad := countNoSpaceNoCc(s)
 	if n < 1 || n > maxLocatorScalars {
 		return CodeLengthOutOfRange
 	}
