@@ -159,6 +159,14 @@ func (f *follower) session(ctx context.Context, live string) error {
 		return f.poll(ctx)
 	}
 	if err != nil {
+		// The stream is unreachable for now (a relay whose public URL is
+		// wrong, a proxy dropping SSE, a restart): catch up from the log
+		// anyway, so each reconnect attempt also polls, with its backoff.
+		if !fatal(err) {
+			if rerr := f.replay(ctx); rerr != nil {
+				return rerr
+			}
+		}
 		return err
 	}
 	defer body.Close()

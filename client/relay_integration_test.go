@@ -33,7 +33,9 @@ func realRelay(t *testing.T) (*client.Client, string) {
 	if err != nil || boot == nil {
 		t.Fatalf("first start: %v", err)
 	}
-	srv := httptest.NewServer(relay.New(st, relay.Config{PublicURL: "http://relay.test"}).Handler())
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config.Handler = relay.New(st, relay.Config{PublicURL: "http://" + srv.Listener.Addr().String()}).Handler()
+	srv.Start()
 	t.Cleanup(srv.Close)
 	c, err := client.New(srv.URL, boot.ProjectToken)
 	if err != nil {
@@ -171,5 +173,97 @@ func TestAgainstRealRelay(t *testing.T) {
 	c.Keys = client.Keyring{}
 	if _, err := c.EventsPage(ctx, client.EventsQuery{RepositoryID: "repo:sdk"}); !errors.Is(err, client.ErrUnknownSigningKey) {
 		t.Fatalf("empty keyring: %v", err)
+	}
+}
+
+// TestFollowAgainstRealRelay follows the real relay's wake stream: every
+// record posted (before and while following) arrives exactly once, in
+// receipt order, verified, with the SSE path (no polling fallback).
+func TestFollowAgainstRealRelay(t *testing.T) {
+	c, project := realRelay(t)
+	kr := client.Keyring{}
+	s := agent(t, c, project, kr)
+	c.Keys = kr
+	at := client.At{RepositoryID: "repo:follow", ThreadID: "t", Parents: []string{}, Scope: correspondence.Scope{Paths: []string{"src"}}}
+	var want []string
+	post := func(summary string) {
+		ev, err := s.Sign(at, client.Progress(summary))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Post(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ev.ID)
+	}
+	post("before following 1")
+	post("before following 2")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var got []string
+	for rec, err := range c.Follow(ctx, client.FollowQuery{RepositoryID: "repo:follow", IdentityID: s.Signer.Sender.IdentityID,
+		PollInterval: time.Hour}) { // an hour: only the wake stream can deliver in time
+		if err != nil {
+			t.Fatalf("follow: %v (got %d of %d)", err, len(got), len(want))
+		}
+		if !rec.Verified {
+			t.Fatal("a followed record was not verified")
+		}
+		got = append(got, rec.Event.ID)
+		if len(got) == 2 {
+			for i := 0; i < 5; i++ {
+				post("while following " + string(rune('a'+i)))
+			}
+		}
+		if len(got) == 7 {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("followed %v\nwant %v", got, want)
+	}
+}
+
+// TestFollowWithUnreachableWakeStillCatchesUp: when the advertised wake URL
+// cannot be reached, Follow still delivers what the log holds.
+func TestFollowWithUnreachableWakeStillCatchesUp(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	boot, _ := registry.FirstStart(ctx, st, false)
+	// The public URL points nowhere: the Link-Template names a dead host.
+	srv := httptest.NewServer(relay.New(st, relay.Config{PublicURL: "http://127.0.0.1:1"}).Handler())
+	t.Cleanup(srv.Close)
+	c, _ := client.New(srv.URL, boot.ProjectToken)
+	kr := client.Keyring{}
+	s := agent(t, c, boot.ProjectID, kr)
+	c.Keys = kr
+	at := client.At{RepositoryID: "repo:dead-wake", ThreadID: "t", Parents: []string{}, Scope: correspondence.Scope{Paths: []string{"."}}}
+	var want []string
+	for _, m := range []string{"one", "two"} {
+		ev, _ := s.Sign(at, client.Progress(m))
+		if _, err := c.Post(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ev.ID)
+	}
+	fctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var got []string
+	for rec, err := range c.Follow(fctx, client.FollowQuery{RepositoryID: "repo:dead-wake", IdentityID: s.Signer.Sender.IdentityID}) {
+		if err != nil {
+			t.Fatalf("follow: %v after %d records", err, len(got))
+		}
+		got = append(got, rec.Event.ID)
+		if len(got) == len(want) {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %v want %v", got, want)
 	}
 }
