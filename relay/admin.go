@@ -121,16 +121,39 @@ func (s *Server) handleIdentityCreate(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusCreated, mediaJSON, identityOut(id))
 }
 
-// identityFor loads an identity the caller may administer (404 otherwise).
+// adminProject is the project an identity or key route acts on: the
+// bearer's own project, or for the operator token the project_id query
+// parameter (ids are scoped to their project, so an id alone is not enough).
+func adminProject(r *http.Request) (string, error) {
+	p := principalFrom(r.Context())
+	q, err := readQuery(r, "project_id")
+	if err != nil {
+		return "", err
+	}
+	if !p.Operator {
+		if pid, ok := q["project_id"]; ok && pid != p.ProjectID {
+			return "", errNotFound
+		}
+		if !p.has("admin") {
+			return "", errScope
+		}
+		return p.ProjectID, nil
+	}
+	pid, ok := q["project_id"]
+	if !ok {
+		return "", errf(http.StatusBadRequest, "project_id_required", "with the operator token, name the project: ?project_id=")
+	}
+	return pid, nil
+}
+
+// identityFor loads an identity of the project the caller administers
+// (404 for an id that is not in that project).
 func (s *Server) identityFor(r *http.Request, id string) (store.Identity, error) {
-	ident, err := s.st.GetIdentity(r.Context(), id)
+	pid, err := adminProject(r)
 	if err != nil {
 		return store.Identity{}, err
 	}
-	if err := requireAdminOf(principalFrom(r.Context()), ident.ProjectID); err != nil {
-		return store.Identity{}, err
-	}
-	return ident, nil
+	return s.st.GetIdentity(r.Context(), pid, id)
 }
 
 // handleKeyAdd: POST /v1/admin/identities/{identity_id}/keys.
@@ -163,7 +186,7 @@ func (s *Server) handleIdentityDeactivate(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	ident, err = s.st.DeactivateIdentity(r.Context(), ident.ID)
+	ident, err = s.st.DeactivateIdentity(r.Context(), ident.ProjectID, ident.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -176,16 +199,13 @@ func (s *Server) handleIdentityDeactivate(w http.ResponseWriter, r *http.Request
 
 // handleKeyRevoke: POST /v1/admin/keys/{signing_key_id}/revoke.
 func (s *Server) handleKeyRevoke(w http.ResponseWriter, r *http.Request) {
-	k, err := s.st.GetKey(r.Context(), mux.Vars(r)["signing_key_id"])
+	pid, err := adminProject(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := requireAdminOf(principalFrom(r.Context()), k.ProjectID); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if k, err = s.st.RevokeKey(r.Context(), k.ID); err != nil {
+	k, err := s.st.RevokeKey(r.Context(), pid, mux.Vars(r)["signing_key_id"])
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}

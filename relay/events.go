@@ -166,7 +166,7 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 // are needed, and they are cached.
 func (s *Server) verifySender(r *http.Request, ev *correspondence.Event) error {
 	notActive := errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
-	key, err := s.keys.get(r.Context(), s.st, ev.Sender.SigningKeyID)
+	key, err := s.keys.get(r.Context(), s.st, ev.ProjectID, ev.Sender.SigningKeyID)
 	if err != nil {
 		if isNotFound(err) {
 			return notActive
@@ -186,7 +186,7 @@ type keyFacts struct {
 	pub                   ed25519.PublicKey
 }
 
-// keyCache caches keyFacts by signing key id, bounded in size.
+// keyCache caches keyFacts by (project, signing key id), bounded in size.
 type keyCache struct {
 	mu sync.Mutex
 	m  map[string]keyFacts
@@ -194,14 +194,15 @@ type keyCache struct {
 
 const keyCacheMax = 1 << 16
 
-func (c *keyCache) get(ctx context.Context, st store.Registry, id string) (keyFacts, error) {
+func (c *keyCache) get(ctx context.Context, st store.Registry, projectID, id string) (keyFacts, error) {
+	cacheKey := projectID + "/" + id
 	c.mu.Lock()
-	f, ok := c.m[id]
+	f, ok := c.m[cacheKey]
 	c.mu.Unlock()
 	if ok {
 		return f, nil
 	}
-	k, err := st.GetKey(ctx, id)
+	k, err := st.GetKey(ctx, projectID, id)
 	if err != nil {
 		return keyFacts{}, err
 	}
@@ -214,7 +215,7 @@ func (c *keyCache) get(ctx context.Context, st store.Registry, id string) (keyFa
 	if c.m == nil || len(c.m) >= keyCacheMax {
 		c.m = make(map[string]keyFacts)
 	}
-	c.m[id] = f
+	c.m[cacheKey] = f
 	c.mu.Unlock()
 	return f, nil
 }

@@ -78,6 +78,16 @@ func TestProjectIsolation(t *testing.T) {
 	if unknown.Status != other.Status || string(unknown.Body) != string(other.Body) {
 		t.Errorf("unknown %d %s vs other project's %d %s", unknown.Status, unknown.Body, other.Status, other.Body)
 	}
+	// Ids are scoped to their project: A may use B's identity id for an
+	// identity of its own (no 409 oracle, no squatting), and that changes
+	// nothing for B.
+	r := e.do("POST", "/v1/admin/projects/"+aPID+"/identities", aTok, []byte(`{"identity_id":"`+b.IdentityID+`"}`))
+	mustStatus(t, r, 201)
+	mustStatus(t, e.do("POST", "/v1/admin/identities/"+b.IdentityID+"/deactivate", aTok, nil), 200)
+	// The operator names the project explicitly.
+	mustStatus(t, e.do("POST", "/v1/admin/identities/"+b.IdentityID+"/deactivate", operatorToken, nil), 400)
+	mustStatus(t, e.do("POST", "/v1/admin/keys/"+b.KeyID+"/revoke?project_id="+aPID, operatorToken, nil), 404)
+
 	// B's resources are untouched.
 	mustStatus(t, e.post(b, b.intent("shared-repo", "still active")), 201)
 }

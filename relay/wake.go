@@ -382,7 +382,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept text/event-stream"))
 		return
 	}
-	ident, err := s.st.GetIdentity(r.Context(), identityID)
+	ident, err := s.st.GetIdentity(r.Context(), p.ProjectID, identityID)
 	switch {
 	case isNotFound(err) || err == nil && ident.ProjectID != p.ProjectID:
 		s.writeError(w, r, errNotFound) // another project's identity is indistinguishable from none
@@ -456,7 +456,7 @@ func (s *Server) wakeAccessLive(ctx context.Context, p principal, identityID str
 	if t, err := s.st.GetToken(ctx, p.TokenID); err == nil && t.Revoked || isNotFound(err) {
 		return false
 	}
-	if i, err := s.st.GetIdentity(ctx, identityID); err == nil && i.Status != store.StatusActive || isNotFound(err) {
+	if i, err := s.st.GetIdentity(ctx, p.ProjectID, identityID); err == nil && i.Status != store.StatusActive || isNotFound(err) {
 		return false
 	}
 	return true

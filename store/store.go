@@ -90,21 +90,26 @@ type Token struct {
 // Registry holds projects, identities, keys and token hashes.
 // Create* return ErrExists for a duplicate id; Get*, Deactivate*, Revoke*
 // return ErrNotFound for an unknown id.
+//
+// Identity and signing-key ids are scoped to their project: the same
+// client-chosen UUID may exist in two projects as two unrelated records,
+// and nothing about one project's ids is observable from another (spec
+// §11: no existence oracle through 409s, no squatting of ids).
 type Registry interface {
 	CreateProject(ctx context.Context, id string) (Project, error)
 	GetProject(ctx context.Context, id string) (Project, error)
 	CountProjects(ctx context.Context) (int, error)
 
 	CreateIdentity(ctx context.Context, id Identity) (Identity, error)
-	GetIdentity(ctx context.Context, id string) (Identity, error)
-	DeactivateIdentity(ctx context.Context, id string) (Identity, error)
+	GetIdentity(ctx context.Context, projectID, id string) (Identity, error)
+	DeactivateIdentity(ctx context.Context, projectID, id string) (Identity, error)
 	// ActiveIdentityIDs pages the active identity ids of a project in
 	// ascending order, strictly after afterID ("" for the first page).
 	ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
 
 	AddKey(ctx context.Context, k SigningKey) (SigningKey, error)
-	GetKey(ctx context.Context, id string) (SigningKey, error)
-	RevokeKey(ctx context.Context, id string) (SigningKey, error)
+	GetKey(ctx context.Context, projectID, id string) (SigningKey, error)
+	RevokeKey(ctx context.Context, projectID, id string) (SigningKey, error)
 
 	CreateToken(ctx context.Context, t Token) (Token, error)
 	GetToken(ctx context.Context, id string) (Token, error)

@@ -103,12 +103,13 @@ func newAdminCmds() []*cobra.Command {
 		identity.AddCommand(c)
 
 		var l2 localCmd
+		var dProject string
 		d := &cobra.Command{
 			Use: "deactivate IDENTITY_ID", Short: "Deactivate an identity (history is kept)", Args: cobra.ExactArgs(1),
-			Example: "  acrelay identity deactivate 22222222-2222-4222-8222-222222222222",
+			Example: "  acrelay identity deactivate --project-id P 22222222-2222-4222-8222-222222222222",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
-					i, err := st.DeactivateIdentity(ctx, args[0])
+					i, err := st.DeactivateIdentity(ctx, dProject, args[0])
 					if err != nil {
 						return nil, "", err
 					}
@@ -117,19 +118,21 @@ func newAdminCmds() []*cobra.Command {
 			},
 		}
 		l2.flags(d)
+		d.Flags().StringVar(&dProject, "project-id", "", "project of the identity (required)")
+		_ = d.MarkFlagRequired("project-id")
 		identity.AddCommand(d)
 	}
 
 	key := &cobra.Command{Use: "key", Short: "Manage signing keys in the local store"}
 	{
 		var l localCmd
-		var identityID, id, pub string
+		var projectID, identityID, id, pub string
 		c := &cobra.Command{
 			Use: "add", Short: "Register an Ed25519 public key for an identity", Args: cobra.NoArgs,
-			Example: "  acrelay key add --identity-id I --public-key A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg",
+			Example: "  acrelay key add --project-id P --identity-id I --public-key A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg",
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
-					ident, err := st.GetIdentity(ctx, identityID)
+					ident, err := st.GetIdentity(ctx, projectID, identityID)
 					if err != nil {
 						return nil, "", fmt.Errorf("identity: %w", err)
 					}
@@ -142,6 +145,8 @@ func newAdminCmds() []*cobra.Command {
 			},
 		}
 		l.flags(c)
+		c.Flags().StringVar(&projectID, "project-id", "", "project of the identity (required)")
+		_ = c.MarkFlagRequired("project-id")
 		c.Flags().StringVar(&identityID, "identity-id", "", "identity id (required)")
 		c.Flags().StringVar(&id, "signing-key-id", "", "signing key id (default: a fresh UUID)")
 		c.Flags().StringVar(&pub, "public-key", "", "public key, 43 characters of unpadded base64url (required)")
@@ -150,12 +155,13 @@ func newAdminCmds() []*cobra.Command {
 		key.AddCommand(c)
 
 		var l2 localCmd
+		var rProject string
 		r := &cobra.Command{
 			Use: "revoke SIGNING_KEY_ID", Short: "Revoke a signing key (history is kept)", Args: cobra.ExactArgs(1),
-			Example: "  acrelay key revoke 33333333-3333-4333-8333-333333333333",
+			Example: "  acrelay key revoke --project-id P 33333333-3333-4333-8333-333333333333",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
-					k, err := st.RevokeKey(ctx, args[0])
+					k, err := st.RevokeKey(ctx, rProject, args[0])
 					if err != nil {
 						return nil, "", err
 					}
@@ -164,6 +170,8 @@ func newAdminCmds() []*cobra.Command {
 			},
 		}
 		l2.flags(r)
+		r.Flags().StringVar(&rProject, "project-id", "", "project of the key (required)")
+		_ = r.MarkFlagRequired("project-id")
 		key.AddCommand(r)
 	}
 

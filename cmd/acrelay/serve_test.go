@@ -188,7 +188,7 @@ func TestLocalAdminCommands(t *testing.T) {
 	if i["status"] != "active" {
 		t.Fatalf("identity %v", i)
 	}
-	k := run("key", "add", "--identity-id", "22222222-2222-4222-8222-222222222222", "--signing-key-id", "33333333-3333-4333-8333-333333333333",
+	k := run("key", "add", "--project-id", "11111111-1111-4111-8111-111111111111", "--identity-id", "22222222-2222-4222-8222-222222222222", "--signing-key-id", "33333333-3333-4333-8333-333333333333",
 		"--public-key", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg")
 	if k["status"] != "active" || k["signing_key_id"] != "33333333-3333-4333-8333-333333333333" {
 		t.Fatalf("key %v", k)
@@ -197,10 +197,10 @@ func TestLocalAdminCommands(t *testing.T) {
 	if !strings.HasPrefix(tok["token"].(string), "acr_") {
 		t.Fatalf("token %v", tok)
 	}
-	if r := run("key", "revoke", "33333333-3333-4333-8333-333333333333"); r["status"] != "revoked" {
+	if r := run("key", "revoke", "--project-id", "11111111-1111-4111-8111-111111111111", "33333333-3333-4333-8333-333333333333"); r["status"] != "revoked" {
 		t.Fatalf("revoke key %v", r)
 	}
-	if r := run("identity", "deactivate", "22222222-2222-4222-8222-222222222222"); r["status"] != "inactive" {
+	if r := run("identity", "deactivate", "--project-id", "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"); r["status"] != "inactive" {
 		t.Fatalf("deactivate %v", r)
 	}
 	if r := run("token", "revoke", tok["token_id"].(string)); r["status"] != "revoked" {

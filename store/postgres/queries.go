@@ -19,20 +19,20 @@ const (
 	insertIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at)
 		SELECT $1, p.id, $3, $4, ` + nowMS + ` FROM projects p WHERE p.id = $2
 		RETURNING created_at`
-	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE id = $1`
-	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE id = $1
+	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE project_id = $1 AND id = $2`
+	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE project_id = $1 AND id = $2
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = $1 AND status = 'active' AND id > $2 ORDER BY id LIMIT $3`
 
-	// insertKey takes the project from the identity; $3 = '' accepts the
-	// identity's project, else it must match.
+	// insertKey inserts nothing (no row returned) unless the identity
+	// exists in the project.
 	insertKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at)
 		SELECT $1, i.id, i.project_id, $4, $5, ` + nowMS + ` FROM identities i
-		WHERE i.id = $2 AND ($3 = '' OR i.project_id = $3)
+		WHERE i.project_id = $3 AND i.id = $2
 		RETURNING project_id, created_at`
-	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE id = $1`
-	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE id = $1
+	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = $1 AND id = $2`
+	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = $1 AND id = $2
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
 
 	insertToken = `INSERT INTO tokens (id, project_id, scopes, hash, revoked, created_at)
@@ -59,7 +59,8 @@ const (
 	selectAppendState = `SELECT s.identity_status, s.key_status, e.canonical, p.lineage_incomplete
 		FROM projects p
 		LEFT JOIN LATERAL (
-			SELECT i.status, k.status FROM signing_keys k JOIN identities i ON i.id = k.identity_id
+			SELECT i.status, k.status FROM signing_keys k
+			JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
 			WHERE k.id = $2 AND k.identity_id = $3 AND k.project_id = p.id AND i.project_id = p.id
 		) s (identity_status, key_status) ON true
 		LEFT JOIN events e ON e.project_id = p.id AND e.event_id = $4

@@ -59,15 +59,15 @@ func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Iden
 }
 
 // GetIdentity errors: store.ErrNotFound.
-func (db *DB) GetIdentity(ctx context.Context, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.pool.QueryRow(ctx, selectIdentity, id))
+func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.pool.QueryRow(ctx, selectIdentity, projectID, id))
 	return i, mapErr("get identity", err)
 }
 
 // DeactivateIdentity marks the identity inactive; its history stays.
 // Errors: store.ErrNotFound.
-func (db *DB) DeactivateIdentity(ctx context.Context, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.pool.QueryRow(ctx, deactivateIdentity, id))
+func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.pool.QueryRow(ctx, deactivateIdentity, projectID, id))
 	return i, mapErr("deactivate identity", err)
 }
 
@@ -111,15 +111,15 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 }
 
 // GetKey errors: store.ErrNotFound.
-func (db *DB) GetKey(ctx context.Context, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, selectKey, id))
+func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.pool.QueryRow(ctx, selectKey, projectID, id))
 	return k, mapErr("get key", err)
 }
 
 // RevokeKey marks the key revoked; events it signed stay. Errors:
 // store.ErrNotFound.
-func (db *DB) RevokeKey(ctx context.Context, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, revokeKey, id))
+func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.pool.QueryRow(ctx, revokeKey, projectID, id))
 	return k, mapErr("revoke key", err)
 }
 

@@ -14,16 +14,16 @@ const (
 
 	insertIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at)
 		VALUES (?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
-	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE id = ?`
-	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE id = ?
+	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE project_id = ? AND id = ?`
+	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE project_id = ? AND id = ?
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = ? AND status = 'active' AND id > ? ORDER BY id LIMIT ?`
 
 	insertKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at)
 		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
-	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE id = ?`
-	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE id = ?
+	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = ? AND id = ?`
+	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = ? AND id = ?
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
 
 	insertToken = `INSERT INTO tokens (id, project_id, scopes, hash, revoked, created_at)
@@ -42,7 +42,8 @@ const (
 
 	// selectSender reads the statuses of the sender identity and key; no row
 	// when the key is not a key of that identity in that project.
-	selectSender = `SELECT i.status, k.status FROM signing_keys k JOIN identities i ON i.id = k.identity_id
+	selectSender = `SELECT i.status, k.status FROM signing_keys k
+		JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
 		WHERE k.id = ? AND k.identity_id = ? AND k.project_id = ? AND i.project_id = ?`
 
 	selectCanonical = `SELECT canonical FROM events WHERE project_id = ? AND event_id = ?`

@@ -278,15 +278,15 @@ func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Iden
 }
 
 // GetIdentity errors: store.ErrNotFound.
-func (db *DB) GetIdentity(ctx context.Context, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.rd.QueryRowContext(ctx, selectIdentity, id))
+func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.rd.QueryRowContext(ctx, selectIdentity, projectID, id))
 	return i, mapErr("get identity", err)
 }
 
 // DeactivateIdentity marks the identity inactive; its history stays.
 // Errors: store.ErrNotFound.
-func (db *DB) DeactivateIdentity(ctx context.Context, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, id))
+func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
+	i, err := scanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, projectID, id))
 	return i, mapErr("deactivate identity", err)
 }
 
@@ -319,8 +319,8 @@ func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, 
 	return ids, mapErr("active identity ids", rows.Err())
 }
 
-// AddKey stores a signing key of an identity; an empty Status means active
-// and an empty ProjectID means the identity's project. Errors:
+// AddKey stores a signing key of the identity k.IdentityID in project
+// k.ProjectID; an empty Status means active. Errors:
 // store.ErrNotFound (no such identity in that project), store.ErrExists.
 func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey, error) {
 	if k.Status == "" {
@@ -331,15 +331,9 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 	}
 	var at string
 	err := db.writeTx(ctx, "add key", func(tx *sql.Tx) error {
-		var project string
-		if err := tx.QueryRowContext(ctx, `SELECT project_id FROM identities WHERE id = ?`, k.IdentityID).Scan(&project); err != nil {
-			return err
-		}
-		if k.ProjectID == "" {
-			k.ProjectID = project
-		}
-		if k.ProjectID != project {
-			return store.ErrNotFound
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM identities WHERE project_id = ? AND id = ?`, k.ProjectID, k.IdentityID).Scan(&one); err != nil {
+			return err // sql.ErrNoRows → ErrNotFound: no such identity in the project
 		}
 		return tx.QueryRowContext(ctx, insertKey, k.ID, k.IdentityID, k.ProjectID, k.PublicKey, k.Status).Scan(&at)
 	})
@@ -351,15 +345,15 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 }
 
 // GetKey errors: store.ErrNotFound.
-func (db *DB) GetKey(ctx context.Context, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.rd.QueryRowContext(ctx, selectKey, id))
+func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.rd.QueryRowContext(ctx, selectKey, projectID, id))
 	return k, mapErr("get key", err)
 }
 
 // RevokeKey marks the key revoked; events it signed stay. Errors:
 // store.ErrNotFound.
-func (db *DB) RevokeKey(ctx context.Context, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.w.QueryRowContext(ctx, revokeKey, id))
+func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
+	k, err := scanKey(db.w.QueryRowContext(ctx, revokeKey, projectID, id))
 	return k, mapErr("revoke key", err)
 }
 

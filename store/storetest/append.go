@@ -89,8 +89,8 @@ func testAppendSenderNotActive(t *testing.T, s store.Store) {
 	b := NewSigner(t, pid).Register(t, s)
 	c := NewSigner(t, pid).Register(t, s)
 	d := NewSigner(t, pid).Register(t, s)
-	must[store.Identity](t, "deactivate")(s.DeactivateIdentity(ctx, b.IdentityID))
-	must[store.SigningKey](t, "revoke")(s.RevokeKey(ctx, c.KeyID))
+	must[store.Identity](t, "deactivate")(s.DeactivateIdentity(ctx, pid, b.IdentityID))
+	must[store.SigningKey](t, "revoke")(s.RevokeKey(ctx, pid, c.KeyID))
 	// d signs with a's key id: a key of another identity.
 	d.KeyID, d.Priv, d.Pub = a.KeyID, a.Priv, a.Pub
 	// e is registered in another project.

@@ -61,24 +61,38 @@ func testIdentities(t *testing.T, s store.Store) {
 	_, err = s.CreateIdentity(ctx, store.Identity{ID: ids[0], ProjectID: pid, DisplayName: "again"})
 	wantErr(t, "duplicate identity", err, store.ErrExists)
 
-	first := must[store.Identity](t, "get")(s.GetIdentity(ctx, ids[1]))
-	deact := must[store.Identity](t, "deactivate")(s.DeactivateIdentity(ctx, ids[1]))
+	first := must[store.Identity](t, "get")(s.GetIdentity(ctx, pid, ids[1]))
+	deact := must[store.Identity](t, "deactivate")(s.DeactivateIdentity(ctx, pid, ids[1]))
 	want := first
 	want.Status = store.StatusInactive
 	if deact != want {
 		t.Fatalf("deactivated = %+v, want %+v", deact, want)
 	}
-	if got := must[store.Identity](t, "get")(s.GetIdentity(ctx, ids[1])); got != want {
+	if got := must[store.Identity](t, "get")(s.GetIdentity(ctx, pid, ids[1])); got != want {
 		t.Fatalf("get after deactivate = %+v", got)
 	}
-	_, err = s.GetIdentity(ctx, NewUUID())
+	_, err = s.GetIdentity(ctx, pid, NewUUID())
 	wantErr(t, "unknown identity", err, store.ErrNotFound)
-	_, err = s.DeactivateIdentity(ctx, NewUUID())
+	_, err = s.DeactivateIdentity(ctx, pid, NewUUID())
 	wantErr(t, "deactivate unknown", err, store.ErrNotFound)
 
 	// An identity of another project never shows up.
 	other := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
 	must[store.Identity](t, "other")(s.CreateIdentity(ctx, store.Identity{ID: "00000000-0000-4000-8000-000000000000", ProjectID: other}))
+
+	// Ids are scoped to their project: another project may use the same id
+	// (no 409 oracle, no squatting), and lookups never cross projects.
+	same := must[store.Identity](t, "same id, other project")(s.CreateIdentity(ctx, store.Identity{ID: ids[0], ProjectID: other, DisplayName: "other's"}))
+	if same.ProjectID != other || same.Status != store.StatusActive {
+		t.Fatalf("same id in another project: %+v", same)
+	}
+	if got := must[store.Identity](t, "get")(s.GetIdentity(ctx, pid, ids[0])); got.DisplayName != "name 3" {
+		t.Fatalf("lookup crossed projects: %+v", got)
+	}
+	_, err = s.GetIdentity(ctx, other, ids[1])
+	wantErr(t, "identity of another project", err, store.ErrNotFound)
+	_, err = s.DeactivateIdentity(ctx, other, ids[2])
+	wantErr(t, "deactivate an identity of another project", err, store.ErrNotFound)
 
 	var pages [][]string
 	after := ""
@@ -102,7 +116,7 @@ func testIdentities(t *testing.T, s store.Store) {
 func testKeys(t *testing.T, s store.Store) {
 	pid := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
 	sg := NewSigner(t, pid).Register(t, s)
-	k := must[store.SigningKey](t, "get key")(s.GetKey(ctx, sg.KeyID))
+	k := must[store.SigningKey](t, "get key")(s.GetKey(ctx, pid, sg.KeyID))
 	if k.ID != sg.KeyID || k.IdentityID != sg.IdentityID || k.ProjectID != pid || k.Status != store.StatusActive ||
 		k.PublicKey != encodePub(sg) {
 		t.Fatalf("key = %+v", k)
@@ -116,18 +130,29 @@ func testKeys(t *testing.T, s store.Store) {
 	_, err = s.AddKey(ctx, store.SigningKey{ID: NewUUID(), IdentityID: sg.IdentityID, ProjectID: other, PublicKey: k.PublicKey})
 	wantErr(t, "key of an identity of another project", err, store.ErrNotFound)
 
-	rev := must[store.SigningKey](t, "revoke")(s.RevokeKey(ctx, sg.KeyID))
+	// The same key id in another project is another key.
+	o := NewSigner(t, other)
+	o.IdentityID, o.KeyID = sg.IdentityID, sg.KeyID
+	o.Register(t, s)
+	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, other, sg.KeyID)); got.PublicKey == k.PublicKey || got.ProjectID != other {
+		t.Fatalf("same key id in another project: %+v", got)
+	}
+
+	rev := must[store.SigningKey](t, "revoke")(s.RevokeKey(ctx, pid, sg.KeyID))
 	want := k
 	want.Status = store.StatusRevoked
 	if rev != want {
 		t.Fatalf("revoked = %+v, want %+v", rev, want)
 	}
-	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, sg.KeyID)); got != want {
+	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, pid, sg.KeyID)); got != want {
 		t.Fatalf("get after revoke = %+v", got)
 	}
-	_, err = s.GetKey(ctx, NewUUID())
+	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, other, sg.KeyID)); got.Status != store.StatusActive {
+		t.Fatalf("revoking a key revoked another project's key with the same id: %+v", got)
+	}
+	_, err = s.GetKey(ctx, pid, NewUUID())
 	wantErr(t, "unknown key", err, store.ErrNotFound)
-	_, err = s.RevokeKey(ctx, NewUUID())
+	_, err = s.RevokeKey(ctx, pid, NewUUID())
 	wantErr(t, "revoke unknown key", err, store.ErrNotFound)
 }
 

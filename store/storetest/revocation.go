@@ -23,7 +23,7 @@ func testRetryAfterRevocation(t *testing.T, st store.Store) {
 	if err != nil || !first.Created {
 		t.Fatalf("first append: %+v, %v", first, err)
 	}
-	if _, err := st.RevokeKey(ctx, s.KeyID); err != nil {
+	if _, err := st.RevokeKey(ctx, p.ID, s.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	again, err := st.Append(ctx, ev, canonical)

@@ -33,26 +33,32 @@ CREATE TABLE projects (
     lineage_changed_at timestamptz
 );
 
+-- Identity and key ids are scoped to their project (primary key
+-- (project_id, id)): one project's ids are invisible to another, with no
+-- existence oracle through a duplicate-id 409 (spec §11).
 CREATE TABLE identities (
-    id           text COLLATE "C" PRIMARY KEY,
+    id           text COLLATE "C" NOT NULL,
     project_id   text COLLATE "C" NOT NULL REFERENCES projects (id),
     display_name text NOT NULL,
     status       text NOT NULL CHECK (status IN ('active', 'inactive')),
-    created_at   timestamptz NOT NULL
+    created_at   timestamptz NOT NULL,
+    PRIMARY KEY (project_id, id)
 );
 
 CREATE INDEX identities_project_status ON identities (project_id, status, id);
 
 CREATE TABLE signing_keys (
-    id          text COLLATE "C" PRIMARY KEY,
-    identity_id text COLLATE "C" NOT NULL REFERENCES identities (id),
+    id          text COLLATE "C" NOT NULL,
+    identity_id text COLLATE "C" NOT NULL,
     project_id  text COLLATE "C" NOT NULL REFERENCES projects (id),
     public_key  text NOT NULL,
     status      text NOT NULL CHECK (status IN ('active', 'revoked')),
-    created_at  timestamptz NOT NULL
+    created_at  timestamptz NOT NULL,
+    PRIMARY KEY (project_id, id),
+    FOREIGN KEY (project_id, identity_id) REFERENCES identities (project_id, id)
 );
 
-CREATE INDEX signing_keys_identity ON signing_keys (identity_id);
+CREATE INDEX signing_keys_identity ON signing_keys (project_id, identity_id);
 
 CREATE TABLE tokens (
     id         text COLLATE "C" PRIMARY KEY,

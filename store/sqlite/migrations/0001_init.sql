@@ -28,26 +28,32 @@ CREATE TABLE projects (
     lineage_changed_at TEXT
 ) STRICT;
 
+-- Identity and key ids are scoped to their project (primary key
+-- (project_id, id)): one project's ids are invisible to another, with no
+-- existence oracle through a duplicate-id 409 (spec §11).
 CREATE TABLE identities (
-    id           TEXT PRIMARY KEY,
+    id           TEXT NOT NULL,
     project_id   TEXT NOT NULL REFERENCES projects (id),
     display_name TEXT NOT NULL,
     status       TEXT NOT NULL CHECK (status IN ('active', 'inactive')),
-    created_at   TEXT NOT NULL
+    created_at   TEXT NOT NULL,
+    PRIMARY KEY (project_id, id)
 ) STRICT;
 
 CREATE INDEX identities_project_status ON identities (project_id, status, id);
 
 CREATE TABLE signing_keys (
-    id          TEXT PRIMARY KEY,
-    identity_id TEXT NOT NULL REFERENCES identities (id),
+    id          TEXT NOT NULL,
+    identity_id TEXT NOT NULL,
     project_id  TEXT NOT NULL REFERENCES projects (id),
     public_key  TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'revoked')),
-    created_at  TEXT NOT NULL
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (project_id, id),
+    FOREIGN KEY (project_id, identity_id) REFERENCES identities (project_id, id)
 ) STRICT;
 
-CREATE INDEX signing_keys_identity ON signing_keys (identity_id);
+CREATE INDEX signing_keys_identity ON signing_keys (project_id, identity_id);
 
 CREATE TABLE tokens (
     id         TEXT PRIMARY KEY,
