@@ -251,8 +251,10 @@ func DecodeSignature(s string) ([]byte, error) {
 	if len(s) != 86 {
 		return nil, ErrSignatureEncoding
 	}
+	// Go's decoders skip CR and LF even in Strict mode: re-encoding and
+	// comparing admits exactly one spelling.
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != ed25519.SignatureSize {
+	if err != nil || len(b) != ed25519.SignatureSize || base64.RawURLEncoding.EncodeToString(b) != s {
 		return nil, ErrSignatureEncoding
 	}
 	return b, nil
@@ -266,8 +268,10 @@ func DecodeSignature(s string) ([]byte, error) {
 // keys are refused at registration and never used to verify.
 // Error: ErrBadPublicKey.
 func DecodePublicKey(s string) (ed25519.PublicKey, error) {
+	// Go's decoders skip CR and LF even in Strict mode: exactly 43
+	// characters that re-encode to themselves admit one spelling per key.
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != ed25519.PublicKeySize || !StrongPublicKey(b) {
+	if err != nil || len(s) != 43 || len(b) != ed25519.PublicKeySize || base64.RawURLEncoding.EncodeToString(b) != s || !StrongPublicKey(b) {
 		return nil, ErrBadPublicKey
 	}
 	return ed25519.PublicKey(b), nil

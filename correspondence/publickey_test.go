@@ -31,6 +31,8 @@ func TestDecodePublicKeyRefusesWeakKeys(t *testing.T) {
 		{"not on the curve", hexKey("0200000000000000000000000000000000000000000000000000000000000000"), false},
 		{"31 bytes", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMQ", false},
 		{"padded", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=", false},
+		{"CR LF inside", "A6EHv_POEL4dcN0Y50v\r\nAmWfk1jCbpQ1fHdyGZBJVMbg", false},
+		{"trailing LF", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg\n", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

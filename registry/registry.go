@@ -72,6 +72,9 @@ func AddKey(ctx context.Context, st store.Registry, ident store.Identity, id, pu
 	if _, err := correspondence.DecodePublicKey(publicKey); err != nil {
 		return store.SigningKey{}, &InputError{Code: "public_key_invalid", Message: "public_key_b64url must be a 32-byte Ed25519 key in unpadded base64url"}
 	}
+	if ident.Status != store.StatusActive {
+		return store.SigningKey{}, &InputError{Code: "identity_not_active", Message: "keys can be added only to an active identity"}
+	}
 	return st.AddKey(ctx, store.SigningKey{ID: id, IdentityID: ident.ID, ProjectID: ident.ProjectID, PublicKey: publicKey, Status: store.StatusActive})
 }
 

@@ -124,7 +124,7 @@ func TestFiguresChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test"})
+	s := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test", WakeMaxStreamsPerToken: -1})
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
 	mux.HandleFunc("/debug/memstats", func(w http.ResponseWriter, r *http.Request) {

@@ -42,6 +42,13 @@ import (
 // MaxContractBytes caps a PUT or transition body (413 body_too_large).
 const MaxContractBytes = 262144
 
+// maxVersionsPageBytes bounds the contract bytes of one versions page.
+const maxVersionsPageBytes = 4 << 20
+
+// MaxHandoffVersions bounds a contract's history: every move stores a full
+// version, and blocked ⇄ running could otherwise grow it without end.
+const MaxHandoffVersions = 1000
+
 // handoffJSON is the representation of one contract version (spec
 // "HTTP"): the stored RFC 8785 contract bytes, the version number, the
 // deadline flag and the ids of handoff events naming it.
@@ -337,6 +344,9 @@ func parseTransition(raw []byte) (string, *canonicaljson.Value, error) {
 // contract_invalid with /result pointers) before the move is judged (409
 // with the lifecycle's code).
 func nextVersion(cur store.HandoffVersion, to string, result *canonicaljson.Value) (store.HandoffVersion, error) {
+	if cur.Version >= MaxHandoffVersions {
+		return store.HandoffVersion{}, errf(http.StatusConflict, "version_limit_reached", "this contract has reached its limit of 1000 versions").withHint("create a new contract for further work")
+	}
 	doc, err := canonicaljson.ParseObject(cur.Contract)
 	if err != nil {
 		return store.HandoffVersion{}, err
@@ -517,11 +527,19 @@ func (s *Server) handleHandoffVersions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := handoffVersionsJSON{HandoffID: id, Versions: make([]handoffVersionJSON, 0, len(vs)), Page: pageJSON{After: afterStr, NextAfter: afterStr, HasMore: more}}
-	for _, v := range vs {
+	size := 0
+	for i, v := range vs {
+		// A page stops early at maxVersionsPageBytes of contracts (each may
+		// be 256 KiB), so one read never builds a huge body; has_more says so.
+		if i > 0 && size+len(v.Contract) > maxVersionsPageBytes {
+			out.Page.HasMore = true
+			break
+		}
+		size += len(v.Contract)
 		out.Versions = append(out.Versions, handoffVersionJSON{Version: v.Version, CreatedAt: correspondence.FormatTimestamp(v.CreatedAt), Contract: jsontext.Value(v.Contract)})
 	}
-	if n := len(vs); n > 0 {
-		last := strconv.FormatInt(vs[n-1].Version, 10)
+	if n := len(out.Versions); n > 0 {
+		last := strconv.FormatInt(out.Versions[n-1].Version, 10)
 		out.Page.NextAfter = &last
 	}
 	s.writeListing(w, r, out)

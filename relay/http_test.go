@@ -393,3 +393,24 @@ func TestAmbiguousHeadersRefused(t *testing.T) {
 		t.Errorf("plain request: %d", s)
 	}
 }
+
+// TestKeyForInactiveIdentityRefused: a key added to a deactivated identity
+// could never sign; it is refused, and a CR/LF-split key is not a second
+// spelling of a valid one.
+func TestKeyForInactiveIdentityRefused(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	r := e.do("POST", "/v1/admin/projects/"+pid+"/identities", tok, []byte(`{}`))
+	ident := r.json(t)["identity_id"].(string)
+	r = e.do("POST", "/v1/admin/identities/"+ident+"/keys", tok, []byte(`{"public_key_b64url":"A6EHv_POEL4dcN0Y50v\r\nAmWfk1jCbpQ1fHdyGZBJVMbg"}`))
+	mustStatus(t, r, 400)
+	if r.code(t) != "public_key_invalid" {
+		t.Fatalf("CR/LF key: %s", r.Body)
+	}
+	mustStatus(t, e.do("POST", "/v1/admin/identities/"+ident+"/deactivate", tok, nil), 200)
+	r = e.do("POST", "/v1/admin/identities/"+ident+"/keys", tok, []byte(`{"public_key_b64url":"A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"}`))
+	mustStatus(t, r, 400)
+	if r.code(t) != "identity_not_active" {
+		t.Fatalf("inactive identity: %s", r.Body)
+	}
+}

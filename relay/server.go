@@ -38,6 +38,10 @@ type Config struct {
 	// WakeWriteTimeout bounds each wake frame's write; 0 means
 	// DefaultWakeWriteTimeout.
 	WakeWriteTimeout time.Duration
+	// WakeMaxStreamsPerToken caps open wake streams per bearer token
+	// (429 too_many_streams beyond it); 0 means DefaultWakeMaxStreamsPerToken,
+	// a negative value no cap.
+	WakeMaxStreamsPerToken int
 }
 
 // Server serves the HTTP surface over one store.
@@ -62,7 +66,11 @@ func New(st store.Store, cfg Config) *Server {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
 	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/")}
-	s.wake = newWakeHub(st, cfg.Logger)
+	maxStreams := cfg.WakeMaxStreamsPerToken
+	if maxStreams == 0 {
+		maxStreams = DefaultWakeMaxStreamsPerToken
+	}
+	s.wake = newWakeHub(st, cfg.Logger, maxStreams)
 	if s.cfg.Notify == nil {
 		s.cfg.Notify = s.Advance // in-process wake fan-out (spec §9)
 	}

@@ -19,6 +19,8 @@ const (
 	// DefaultWakeWriteTimeout bounds one frame's write and flush; a client
 	// that does not take it in time is disconnected.
 	DefaultWakeWriteTimeout = 10 * time.Second
+	// DefaultWakeMaxStreamsPerToken caps one token's open wake streams.
+	DefaultWakeMaxStreamsPerToken = 64
 
 	wakeBuffer        = 16  // frames queued per subscriber; the oldest gives way
 	wakePage          = 100 // recipients read per ActiveIdentityIDs page
@@ -83,16 +85,26 @@ type wakeHub struct {
 
 	mu       sync.Mutex
 	projects map[string]*wakeProject
+	perToken map[string]int // open streams per bearer token
+	maxToken int            // cap per token; < 0 means none
 }
 
-func newWakeHub(reg store.Registry, log *slog.Logger) *wakeHub {
-	return &wakeHub{reg: reg, log: log, projects: make(map[string]*wakeProject)}
+func newWakeHub(reg store.Registry, log *slog.Logger, maxPerToken int) *wakeHub {
+	return &wakeHub{reg: reg, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
 }
+
+// errTooManyStreams refuses a stream beyond the per-token cap: one read
+// token must not be able to hold the process's file descriptors.
+var errTooManyStreams = errf(http.StatusTooManyRequests, "too_many_streams", "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
 
 // subscribe registers a stream for identityID of projectID.
-func (h *wakeHub) subscribe(projectID, identityID, tokenID string) *wakeSub {
+func (h *wakeHub) subscribe(projectID, identityID, tokenID string) (*wakeSub, error) {
 	h.mu.Lock() // held while adding, so unsubscribe cannot forget p meanwhile
 	defer h.mu.Unlock()
+	if h.maxToken >= 0 && h.perToken[tokenID] >= h.maxToken {
+		return nil, errTooManyStreams
+	}
+	h.perToken[tokenID]++
 	p := h.projects[projectID]
 	if p == nil {
 		p = &wakeProject{id: projectID, identities: make(map[string]*wakeIdentity)}
@@ -108,7 +120,7 @@ func (h *wakeHub) subscribe(projectID, identityID, tokenID string) *wakeSub {
 	wi.subs[sub] = struct{}{}
 	p.subs++
 	p.mu.Unlock()
-	return sub
+	return sub, nil
 }
 
 // unsubscribe removes sub (a no-op when it was dropped already) and
@@ -119,15 +131,18 @@ func (h *wakeHub) unsubscribe(sub *wakeSub) {
 	p.removeLocked(sub)
 	empty := p.subs == 0
 	p.mu.Unlock()
+	h.mu.Lock()
+	if h.perToken[sub.tokenID]--; h.perToken[sub.tokenID] <= 0 {
+		delete(h.perToken, sub.tokenID)
+	}
 	if empty {
-		h.mu.Lock()
 		p.mu.Lock()
 		if p.subs == 0 && h.projects[p.id] == p {
 			delete(h.projects, p.id)
 		}
 		p.mu.Unlock()
-		h.mu.Unlock()
 	}
+	h.mu.Unlock()
 }
 
 func (p *wakeProject) removeLocked(sub *wakeSub) bool {
@@ -395,7 +410,11 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sub := s.wake.subscribe(p.ProjectID, identityID, p.TokenID)
+	sub, err := s.wake.subscribe(p.ProjectID, identityID, p.TokenID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	defer s.wake.unsubscribe(sub)
 	// Subscribed first, then the head read: an append in between is seen
 	// by one or the other (or both; frames may repeat).

@@ -300,7 +300,7 @@ func TestWakeLastEventID(t *testing.T) {
 // TestWakeFanOutPages: 150 identities (two pages of recipients) each with
 // a stream all receive one append's frame.
 func TestWakeFanOutPages(t *testing.T) {
-	e := newEnv(t)
+	e, _, _ := newEnvWith(t, relay.Config{WakeMaxStreamsPerToken: -1}) // 150 streams on one token
 	pid, tok := e.newProject("")
 	var streams []*sseStream
 	var ids []string
@@ -470,4 +470,24 @@ func TestWakeStreamEndsOnRevocation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWakeStreamsPerTokenCapped: one token cannot hold unbounded streams.
+func TestWakeStreamsPerTokenCapped(t *testing.T) {
+	e, _, _ := newEnvWith(t, relay.Config{WakeMaxStreamsPerToken: 2})
+	pid, tok := e.newProject("")
+	a := e.newAgent(pid, tok)
+	s1, _ := e.openWake(tok, a.IdentityID)
+	s2, _ := e.openWake(tok, a.IdentityID)
+	_ = s1
+	r := e.do("GET", "/v1/wake/voice?identity_id="+a.IdentityID+"&keys=correspondence", tok, nil)
+	mustStatus(t, r, 429)
+	if r.code(t) != "too_many_streams" {
+		t.Fatalf("code %s", r.code(t))
+	}
+	// Another token of the project has its own allowance.
+	other := e.newToken(pid, "read")
+	s3, _ := e.openWake(other, a.IdentityID)
+	_ = s3
+	_ = s2
 }
