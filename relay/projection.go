@@ -15,10 +15,6 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// readFrontierBudget is how many ready-frontier rows each claims or voice
-// read resolves before reading (spec §8).
-const readFrontierBudget = 32
-
 // Bounds of the voice conflict lists (spec §9).
 const (
 	maxOverlaps     = 128 // overlapping_claims rows
@@ -214,7 +210,7 @@ func (s *Server) reconcileForRead(ctx context.Context, projectID string) {
 	if incomplete, _, err := s.st.LineageWatermark(ctx, projectID); err == nil && !incomplete {
 		return
 	}
-	if _, err := s.st.ReconcileLineage(ctx, projectID, readFrontierBudget); err != nil && ctx.Err() == nil && !isNotFound(err) {
+	if _, err := s.st.ReconcileLineage(ctx, projectID, store.FrontierBudget); err != nil && ctx.Err() == nil && !isNotFound(err) {
 		s.log.WarnContext(ctx, "read-time lineage reconciliation failed", "project_id", projectID, "err", err)
 	}
 }

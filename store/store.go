@@ -137,6 +137,17 @@ type Record struct {
 	LineageStatus  correspondence.LineageStatus
 }
 
+// FrontierBudget is how many ready-frontier rows each append, exact retry,
+// claims read and voice read resolves (spec §8).
+const FrontierBudget = 32
+
+// POST warning codes (spec §9) and the bound on event ids in one warning.
+const (
+	WarnSessionFork         = "session_fork"
+	WarnClaimLineagePending = "claim_lineage_pending"
+	MaxWarningIDs           = 16
+)
+
 // Warning is one POST warning (spec §9): codes session_fork and
 // claim_lineage_pending.
 type Warning struct {

@@ -15,19 +15,6 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// appendFrontierBudget is how many ready-frontier rows each append resolves
-// (spec §8).
-const appendFrontierBudget = 32
-
-// Warning codes of spec §9.
-const (
-	warnSessionFork         = "session_fork"
-	warnClaimLineagePending = "claim_lineage_pending"
-)
-
-// maxWarningIDs bounds event_ids in one warning.
-const maxWarningIDs = 16
-
 // readCommitted is the transaction mode of appends and lineage work: each
 // statement after the stream lock sees everything committed before it.
 var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
@@ -124,7 +111,7 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 	}
 	if !in.isClaim {
 		if incomplete || released > 0 {
-			if err := reconcileAndFlag(ctx, tx, ev.ProjectID, appendFrontierBudget); err != nil {
+			if err := reconcileAndFlag(ctx, tx, ev.ProjectID, store.FrontierBudget); err != nil {
 				return store.AppendResult{}, err
 			}
 		}
@@ -150,7 +137,7 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 // then reads back the record and the session tuple in one round trip.
 func finishAppend(ctx context.Context, tx pgx.Tx, in appendInput, created, frontier bool) (store.AppendResult, error) {
 	if frontier {
-		if err := reconcileAndFlag(ctx, tx, in.ev.ProjectID, appendFrontierBudget); err != nil {
+		if err := reconcileAndFlag(ctx, tx, in.ev.ProjectID, store.FrontierBudget); err != nil {
 			return store.AppendResult{}, err
 		}
 	}
@@ -196,14 +183,14 @@ func buildResult(in appendInput, rec store.Record, forks []string, created bool)
 	res := store.AppendResult{Record: rec, Created: created}
 	if len(forks) > 1 {
 		res.Warnings = append(res.Warnings, store.Warning{
-			Code:     warnSessionFork,
+			Code:     store.WarnSessionFork,
 			Detail:   fmt.Sprintf("%d events share this identity, device, session and session_seq %d", len(forks), ev.SessionSeq),
-			EventIDs: forks[:min(len(forks), maxWarningIDs)],
+			EventIDs: forks[:min(len(forks), store.MaxWarningIDs)],
 		})
 	}
 	if rec.LineageStatus == correspondence.LineagePending {
 		res.Warnings = append(res.Warnings, store.Warning{
-			Code:     warnClaimLineagePending,
+			Code:     store.WarnClaimLineagePending,
 			Detail:   "the claim's predecessor is not stored yet (or is itself pending); the claim is not active until it is",
 			EventIDs: []string{in.node.PredecessorEventID},
 		})

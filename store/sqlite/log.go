@@ -14,19 +14,6 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// appendFrontierBudget is how many ready-frontier rows each append resolves
-// (spec §8).
-const appendFrontierBudget = 32
-
-// Warning codes of spec §9.
-const (
-	warnSessionFork         = "session_fork"
-	warnClaimLineagePending = "claim_lineage_pending"
-)
-
-// maxWarningIDs bounds event_ids in one warning.
-const maxWarningIDs = 16
-
 // Append stores ev and its receipt (spec §7) through the group committer,
 // in its own savepoint of a batch transaction. See store.Log.Append.
 // Checks run in this order: project exists, sender identity and key active
@@ -150,7 +137,7 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 			return store.AppendResult{}, err
 		}
 	}
-	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget, &incomplete); err != nil {
+	if _, err := reconcile(t, ev.ProjectID, store.FrontierBudget, &incomplete); err != nil {
 		return store.AppendResult{}, err
 	}
 	// The record is what this transaction wrote; only its lineage status
@@ -196,7 +183,7 @@ func retryOf(t *txn, in appendInput) (store.AppendResult, bool, error) {
 // receipt) and derives the warnings from what is stored.
 func finishRetry(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if _, err := reconcile(t, ev.ProjectID, appendFrontierBudget, nil); err != nil {
+	if _, err := reconcile(t, ev.ProjectID, store.FrontierBudget, nil); err != nil {
 		return store.AppendResult{}, err
 	}
 	rec, err := scanRecord(t.queryRow(selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
@@ -233,14 +220,14 @@ func warnings(t *txn, in appendInput, res store.AppendResult) (store.AppendResul
 	}
 	if len(forks) > 1 {
 		res.Warnings = append(res.Warnings, store.Warning{
-			Code:     warnSessionFork,
+			Code:     store.WarnSessionFork,
 			Detail:   fmt.Sprintf("%d events share this identity, device, session and session_seq %d", len(forks), ev.SessionSeq),
-			EventIDs: forks[:min(len(forks), maxWarningIDs)],
+			EventIDs: forks[:min(len(forks), store.MaxWarningIDs)],
 		})
 	}
 	if res.Record.LineageStatus == correspondence.LineagePending {
 		res.Warnings = append(res.Warnings, store.Warning{
-			Code:     warnClaimLineagePending,
+			Code:     store.WarnClaimLineagePending,
 			Detail:   "the claim's predecessor is not stored yet (or is itself pending); the claim is not active until it is",
 			EventIDs: []string{in.node.PredecessorEventID},
 		})
