@@ -244,10 +244,13 @@ func TestFollowExactlyOnce(t *testing.T) {
 			t.Fatalf("got %s want %s", r.Event.ID, e.ID)
 		}
 	}
-	// The stream drops; a record lands while disconnected; the reconnect
-	// carries Last-Event-ID and its replay yields the record once.
-	f.wake <- "CLOSE"
+	// A record lands unannounced, then the stream drops; the reconnect
+	// carries Last-Event-ID and its replay yields the record once. (Posting
+	// before the drop keeps the test deterministic: posted after it, the
+	// reconnect's replay could run first and the record would wait for a
+	// wake frame that never comes.)
 	last := postN(t, f, s, 1) // seq 13
+	f.wake <- "CLOSE"
 	if r := next(); r.Event.ID != last[0].ID || r.Receipt.ReceivedSeq != 13 {
 		t.Fatalf("after reconnect got %s seq %d", r.Event.ID, r.Receipt.ReceivedSeq)
 	}
