@@ -52,6 +52,8 @@ type DB struct {
 	logger   *slog.Logger
 	maxBatch int
 
+	wmu sync.Mutex // held by the writer for each batch; see checkpointLoop
+
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
 	queue  chan *job
@@ -79,12 +81,12 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
 	}
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)",
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(MEMORY)",
 		opts.BusyTimeout.Milliseconds())
 	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
 	// of the database file) inline; checkpointLoop does it on its own
 	// connection, concurrently with appends, which WAL mode allows.
-	w, err := sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
+	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_txlock=immediate", walSizeLimit))
 	if err != nil {
 		return nil, mapErr("open sqlite", err)
 	}

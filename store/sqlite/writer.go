@@ -69,7 +69,9 @@ func (db *DB) writeLoop() {
 				break fill
 			}
 		}
+		db.wmu.Lock()
 		db.runBatch(batch)
+		db.wmu.Unlock()
 		clear(batch)
 	}
 }
