@@ -13,6 +13,10 @@ const (
 	// walCatchUpFrames is the backlog, in frames, small enough to finish
 	// while holding the writer between two batches.
 	walCatchUpFrames = 512
+	// externalCheckInterval bounds how long a change committed by another
+	// process (an admin command on the same file) can go unnoticed by the
+	// caches (wstate, tokenCache) while no append runs.
+	externalCheckInterval = 50 * time.Millisecond
 	// walSizeLimit is the journal_size_limit: a restarted WAL file longer
 	// than this is truncated to it.
 	walSizeLimit = 64 << 20
@@ -35,10 +39,15 @@ func (db *DB) checkpointLoop() {
 	defer close(db.ckDone)
 	t := time.NewTicker(checkpointInterval)
 	defer t.Stop()
+	ext := time.NewTicker(externalCheckInterval)
+	defer ext.Stop()
 	for {
 		select {
 		case <-db.ckStop:
 			return
+		case <-ext.C:
+			db.checkExternal()
+			continue
 		case <-t.C:
 		}
 		log, done, err := db.checkpoint()
@@ -67,4 +76,17 @@ func (db *DB) checkpoint() (log, done int64, err error) {
 	var busy int64
 	err = db.ck.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
 	return log, done, err
+}
+
+// checkExternal reads the writer connection's data_version between two
+// batches; when another connection has committed, the caches start afresh.
+func (db *DB) checkExternal() {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	var v int64
+	if err := db.stmts[dataVersion].QueryRow().Scan(&v); err != nil {
+		db.logger.Warn("sqlite data_version", "err", mapErr("data_version", err))
+		return
+	}
+	db.ws.observe(v)
 }

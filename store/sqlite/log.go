@@ -65,36 +65,36 @@ func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, er
 
 func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	var idStatus, keyStatus string
-	err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
-		Scan(&idStatus, &keyStatus)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return store.AppendResult{}, err
-	}
-	if err != nil || idStatus != store.StatusActive || keyStatus != store.StatusActive {
-		// An exact retry is answered with the original receipt even after
-		// the key or identity stopped being active: it adds no new event
-		// (spec §7).
-		if res, ok, err := retryOf(t, in); ok || err != nil {
-			return res, err
-		}
-		// Name the first problem: an unknown project before an unknown sender.
-		if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
+	sender := senderKey{ev.ProjectID, ev.Sender.SigningKeyID, ev.Sender.IdentityID}
+	if !t.ws.senderActive(sender) {
+		var idStatus, keyStatus string
+		err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+			Scan(&idStatus, &keyStatus)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return store.AppendResult{}, err
 		}
-		return store.AppendResult{}, store.ErrSenderNotActive
+		if err != nil || idStatus != store.StatusActive || keyStatus != store.StatusActive {
+			// An exact retry is answered with the original receipt even after
+			// the key or identity stopped being active: it adds no new event
+			// (spec §7).
+			if res, ok, err := retryOf(t, in); ok || err != nil {
+				return res, err
+			}
+			// Name the first problem: an unknown project before an unknown sender.
+			if err := t.mustExist(projectExists, ev.ProjectID); err != nil {
+				return store.AppendResult{}, err
+			}
+			return store.AppendResult{}, store.ErrSenderNotActive
+		}
+		t.onRelease(func() { t.ws.rememberSender(sender) })
 	}
 
-	var seq int64
-	var at string
-	var incomplete bool
-	err = t.queryRow(nextReceipt, ev.ProjectID).Scan(&seq, &at, &incomplete)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.AppendResult{}, store.ErrNotFound
-	}
+	ps, err := t.ws.project(t, ev.ProjectID)
 	if err != nil {
 		return store.AppendResult{}, err
 	}
+	seq := ps.lastSeq + 1
+	at := receiptTime(t.now, ps.lastAt)
 	r, err := t.exec(insertEvent, ev.ProjectID, seq, ev.ID, at, ev.RepositoryID, ev.ThreadID,
 		string(ev.Kind), ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq,
 		in.canonical)
@@ -102,17 +102,15 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		return store.AppendResult{}, err
 	}
 	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		// Already stored: undo this receipt (back to the job's savepoint)
-		// and answer as an exact retry, or a collision.
-		if _, err := t.exec(rollbackToAppend); err != nil {
-			return store.AppendResult{}, err
-		}
+		// Already stored: answer as an exact retry, or a collision. Nothing
+		// was written, and this receipt number is not used.
 		res, ok, err := retryOf(t, in)
 		if err == nil && !ok {
 			err = fmt.Errorf("append: event neither inserted nor stored: %w", store.ErrUnavailable)
 		}
 		return res, err
 	}
+	t.onRelease(func() { ps.lastSeq, ps.lastAt, ps.dirty = seq, at, true })
 	for _, p := range ev.Parents {
 		if _, err := t.exec(insertParent, ev.ProjectID, ev.ID, p); err != nil {
 			return store.AppendResult{}, err
@@ -129,16 +127,24 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		if status, err = placeClaim(t, in, seq); err != nil {
 			return store.AppendResult{}, err
 		}
-	}
-	// Any arrival that is not itself pending readies the claims waiting on
-	// it, whatever its kind (spec §8).
-	if status != correspondence.LineagePending {
-		if err := releaseWaitersOf(t, ev.ProjectID, ev.ID); err != nil {
-			return store.AppendResult{}, err
+		if status == correspondence.LineagePending {
+			// Set at once rather than staged: a stale true only costs a
+			// lookup.
+			ps.waiting = true
 		}
 	}
-	if _, err := reconcile(t, ev.ProjectID, store.FrontierBudget, &incomplete); err != nil {
-		return store.AppendResult{}, err
+	// Any arrival that is not itself pending readies the claims waiting on
+	// it, whatever its kind (spec §8). With no claim waiting and an empty
+	// frontier there is nothing to ready or resolve.
+	if ps.waiting || ps.incomplete {
+		if status != correspondence.LineagePending {
+			if err := releaseWaitersOf(t, ev.ProjectID, ev.ID); err != nil {
+				return store.AppendResult{}, err
+			}
+		}
+		if err := reconcileStaged(t, ps, ev.ProjectID, store.FrontierBudget); err != nil {
+			return store.AppendResult{}, err
+		}
 	}
 	// The record is what this transaction wrote; only its lineage status
 	// may have moved during reconciliation (when it was pending).
@@ -158,6 +164,18 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		}
 	}
 	return warnings(t, in, store.AppendResult{Record: rec, Created: true})
+}
+
+// reconcileStaged runs reconcile for an append inside a batch and stages
+// the resulting lineage flag into the project's remembered state.
+func reconcileStaged(t *txn, ps *projectState, projectID string, budget int) error {
+	persisted := ps.incomplete
+	incomplete, err := reconcile(t, projectID, budget, &persisted)
+	if err != nil {
+		return err
+	}
+	t.onRelease(func() { ps.incomplete = incomplete })
+	return nil
 }
 
 // retryOf answers an event id that is already stored: the original record
@@ -183,8 +201,14 @@ func retryOf(t *txn, in appendInput) (store.AppendResult, bool, error) {
 // receipt) and derives the warnings from what is stored.
 func finishRetry(t *txn, in appendInput) (store.AppendResult, error) {
 	ev := in.ev
-	if _, err := reconcile(t, ev.ProjectID, store.FrontierBudget, nil); err != nil {
+	ps, err := t.ws.project(t, ev.ProjectID)
+	if err != nil {
 		return store.AppendResult{}, err
+	}
+	if ps.waiting || ps.incomplete {
+		if err := reconcileStaged(t, ps, ev.ProjectID, store.FrontierBudget); err != nil {
+			return store.AppendResult{}, err
+		}
 	}
 	rec, err := scanRecord(t.queryRow(selectRecord, ev.ProjectID, ev.ID), ev.ProjectID)
 	if err != nil {
@@ -214,7 +238,7 @@ func missingParents(t *txn, projectID, eventID string) ([]string, error) {
 // reads: session forks and a pending lineage.
 func warnings(t *txn, in appendInput, res store.AppendResult) (store.AppendResult, error) {
 	ev := in.ev
-	forks, err := sessionTuple(t, ev)
+	forks, err := sessionForks(t, ev)
 	if err != nil {
 		return store.AppendResult{}, err
 	}
@@ -233,6 +257,28 @@ func warnings(t *txn, in appendInput, res store.AppendResult) (store.AppendResul
 		})
 	}
 	return res, nil
+}
+
+// sessionForks lists the ids of the stored events sharing ev's (identity,
+// device, session, session_seq), sorted, or nil when ev (already stored by
+// this transaction) is alone. An event whose session_seq is above every
+// one remembered for its session is alone without a lookup: the common
+// case of a session counting up.
+func sessionForks(t *txn, ev *correspondence.Event) ([]string, error) {
+	k := sessionKey{ev.ProjectID, ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID}
+	max, ok := t.ws.sessionMax(k)
+	if ok && ev.SessionSeq > max {
+		t.onRelease(func() { t.ws.rememberSession(k, ev.SessionSeq) })
+		return nil, nil
+	}
+	if !ok {
+		// ev itself is stored, so the session has a row.
+		if err := t.queryRow(selectSessionMax, k.projectID, k.sessionID, k.identityID, k.deviceID).Scan(&max); err != nil {
+			return nil, err
+		}
+		t.onRelease(func() { t.ws.rememberSession(k, max) })
+	}
+	return sessionTuple(t, ev)
 }
 
 // sessionTuple lists the ids of the events sharing ev's (identity, device,
@@ -462,8 +508,15 @@ func (db *DB) ReconcileLineage(ctx context.Context, projectID string, max int) (
 		if err := t.mustExist(projectExists, projectID); err != nil {
 			return err
 		}
-		var err error
-		incomplete, err = reconcile(t, projectID, max, nil)
+		ps, err := t.ws.project(t, projectID)
+		if err != nil {
+			return err
+		}
+		persisted := ps.incomplete
+		incomplete, err = reconcile(t, projectID, max, &persisted)
+		if err == nil {
+			t.onRelease(func() { ps.incomplete = incomplete })
+		}
 		return err
 	})
 	return incomplete, err

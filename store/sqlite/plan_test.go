@@ -41,9 +41,15 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"selectRecordsAfter":       selectRecordsAfter,
 		"selectThreadRecordsAfter": selectThreadRecordsAfter,
 		"selectHead":               selectHead,
+		"selectSessionMax":         selectSessionMax,
+		"selectProjectState":       selectProjectState,
+		"updateProjectHead":        updateProjectHead,
+		"forkLookup":               forkLookup,
 	}
 	wantIndex := map[string]string{
 		"selectSessionTuple":       "events_session",
+		"selectSessionMax":         "events_session",
+		"forkLookup":               "events_session",
 		"selectTips":               "claim_tips_claim",
 		"selectRecordsAfter":       "events_repository",
 		"selectThreadRecordsAfter": "events_thread",

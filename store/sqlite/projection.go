@@ -66,8 +66,10 @@ const (
 		WHERE project_id = ?1 AND repository_id = ?2 AND (?3 = '' OR thread_id = ?3)
 		ORDER BY received_seq DESC LIMIT ?4`
 
-	// forkLookup is one per-tuple lookup on events_session.
-	forkLookup = `SELECT event_id FROM events
+	// forkLookup is one per-tuple lookup on events_session (named: the
+	// planner would otherwise walk events_event_id, every event of the
+	// project, to skip the sort).
+	forkLookup = `SELECT event_id FROM events INDEXED BY events_session
 		WHERE project_id = ? AND identity_id = ? AND device_id = ? AND session_id = ? AND session_seq = ?
 		ORDER BY event_id LIMIT ?`
 )

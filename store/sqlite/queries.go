@@ -55,6 +55,25 @@ const (
 	nextReceipt = `UPDATE projects SET last_seq = last_seq + 1, last_received_at = ` + nowMS + `
 		WHERE id = ? RETURNING last_seq, last_received_at, lineage_incomplete`
 
+	// selectProjectState reads what the writer remembers of a project
+	// (wstate): the receipt counter, the lineage flag, and whether any
+	// claim waits for a predecessor.
+	selectProjectState = `SELECT last_seq, last_received_at, lineage_incomplete,
+		EXISTS (SELECT 1 FROM lineage_waiting WHERE project_id = ?) FROM projects WHERE id = ?`
+
+	// updateProjectHead writes a batch's receipt counter back.
+	updateProjectHead = `UPDATE projects SET last_seq = ?, last_received_at = ? WHERE id = ?`
+
+	// selectSessionMax is the highest session_seq stored for one
+	// (identity, device, session).
+	// It walks the session's entries down from the highest and stops at
+	// the first of this identity and device.
+	selectSessionMax = `SELECT session_seq FROM events INDEXED BY events_session
+		WHERE project_id = ? AND session_id = ? AND identity_id = ? AND device_id = ?
+		ORDER BY session_seq DESC LIMIT 1`
+
+	dataVersion = `PRAGMA data_version`
+
 	// selectMissingParents lists the parents of one event not stored in the
 	// project, sorted.
 	selectMissingParents = `SELECT p.parent_id FROM parents p WHERE p.project_id = ? AND p.event_id = ?

@@ -52,7 +52,12 @@ type DB struct {
 	logger   *slog.Logger
 	maxBatch int
 
-	wmu sync.Mutex // held by the writer for each batch; see checkpointLoop
+	// wmu is held by the writer for each batch, by registry writes that
+	// invalidate ws, and by checkpointLoop's catch-up step.
+	wmu sync.Mutex
+	ws  *wstate // guarded by wmu
+
+	tokens tokenCache
 
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
@@ -134,7 +139,9 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		ck:       ck,
 		ckStop:   make(chan struct{}),
 		ckDone:   make(chan struct{}),
+		ws:       newWState(),
 	}
+	db.ws.external = db.tokens.invalidate
 	go db.writeLoop()
 	go db.checkpointLoop()
 	return db, nil
@@ -288,7 +295,10 @@ func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Iden
 // DeactivateIdentity marks the identity inactive; its history stays.
 // Errors: store.ErrNotFound.
 func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
 	i, err := scanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, projectID, id))
+	db.ws.forgetSenders() // the next append re-reads the sender's status
 	return i, mapErr("deactivate identity", err)
 }
 
@@ -355,7 +365,10 @@ func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKe
 // RevokeKey marks the key revoked; events it signed stay. Errors:
 // store.ErrNotFound.
 func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
 	k, err := scanKey(db.w.QueryRowContext(ctx, revokeKey, projectID, id))
+	db.ws.forgetSenders() // the next append re-reads the sender's status
 	return k, mapErr("revoke key", err)
 }
 
@@ -390,9 +403,14 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) (store.Token, erro
 	return t, nil
 }
 
-// GetToken errors: store.ErrNotFound.
+// GetToken reads a token by id, from a cache that RevokeToken invalidates
+// before it returns (a revocation by another process on the same file
+// within externalCheckInterval, 50 ms). Errors: store.ErrNotFound.
 func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
-	var t store.Token
+	t, epoch, ok := db.tokens.get(id)
+	if ok {
+		return t, nil
+	}
 	var scopes, at string
 	err := db.rd.QueryRowContext(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &scopes, &t.Hash, &t.Revoked, &at)
 	if err != nil {
@@ -402,12 +420,14 @@ func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
 		return store.Token{}, fmt.Errorf("get token: scopes: %w", store.ErrUnavailable)
 	}
 	t.CreatedAt = parseTime(at)
+	db.tokens.put(id, t, epoch)
 	return t, nil
 }
 
 // RevokeToken marks the token revoked. Errors: store.ErrNotFound.
 func (db *DB) RevokeToken(ctx context.Context, id string) error {
 	res, err := db.w.ExecContext(ctx, revokeToken, id)
+	db.tokens.invalidate() // whatever the outcome: the row may have changed
 	if err != nil {
 		return mapErr("revoke token", err)
 	}
@@ -482,7 +502,17 @@ type txn struct {
 	ctx context.Context
 	tx  *sql.Tx
 	st  map[string]*sql.Stmt
+	// In a group-commit batch: the writer's remembered state, the batch's
+	// clock, and the changes to ws the running job applies once its
+	// savepoint is released. Nil ws outside batches (writeTx).
+	ws     *wstate
+	now    time.Time
+	staged []func()
 }
+
+// onRelease stages f to run when the job's savepoint is released; a job
+// rolled back to its savepoint drops what it staged.
+func (t *txn) onRelease(f func()) { t.staged = append(t.staged, f) }
 
 func (t *txn) exec(q string, args ...any) (sql.Result, error) {
 	if s, ok := t.st[q]; ok {
@@ -511,6 +541,7 @@ var writerStatements = []string{
 	insertLineage, selectLineage, updateLineage, eventExists, insertWaiting, takeWaiters, insertFrontier,
 	selectFrontierHead, deleteFrontierRow, frontierRemains, updateLineageFlags, insertTip, deleteTip, selectRecord,
 	selectMissingParents, savepointAppend, rollbackToAppend, releaseAppend,
+	selectProjectState, updateProjectHead, selectSessionMax, dataVersion,
 }
 
 func prepare(ctx context.Context, w *sql.DB) (map[string]*sql.Stmt, error) {

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
@@ -85,6 +87,8 @@ func (db *DB) runBatch(batch []*job) {
 	ctx := context.Background()
 	errs := make([]error, len(batch))
 	fail := func(err error) {
+		// Nothing of the batch was committed: forget what the jobs staged.
+		db.ws.reset()
 		db.logger.Error("sqlite group commit failed", "batch", len(batch), "err", err)
 		for i, j := range batch {
 			if errs[i] == nil {
@@ -98,7 +102,13 @@ func (db *DB) runBatch(batch []*job) {
 		fail(err)
 		return
 	}
-	t := &txn{ctx: ctx, tx: tx, st: db.stmts}
+	t := &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now()}
+	forget := false
+	if err := db.ws.begin(t); err != nil {
+		tx.Rollback()
+		fail(err)
+		return
+	}
 	for i, j := range batch {
 		if err := j.ctx.Err(); err != nil {
 			errs[i] = err
@@ -109,8 +119,15 @@ func (db *DB) runBatch(batch []*job) {
 			fail(err)
 			return
 		}
+		t.staged = t.staged[:0]
 		if err := runJob(j, t); err != nil {
 			errs[i] = err
+			t.staged = t.staged[:0]
+			if !refusal(err) {
+				// A driver error (say a received_seq already taken): the
+				// remembered state may be wrong; re-read it after this batch.
+				forget = true
+			}
 			if _, err := t.exec(rollbackToAppend); err != nil {
 				tx.Rollback()
 				fail(err)
@@ -122,14 +139,37 @@ func (db *DB) runBatch(batch []*job) {
 			fail(err)
 			return
 		}
+		for _, f := range t.staged {
+			f()
+		}
+	}
+	if err := db.ws.flush(t); err != nil {
+		tx.Rollback()
+		fail(err)
+		return
 	}
 	if err := tx.Commit(); err != nil {
 		fail(err)
 		return
 	}
+	if forget {
+		db.ws.reset()
+	}
 	for i, j := range batch {
 		j.done <- errs[i]
 	}
+}
+
+// refusal reports whether a job's error is one of the store's answers
+// about the input (which leaves the remembered state right) rather than a
+// failure.
+func refusal(err error) bool {
+	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrSenderNotActive, store.ErrEventIDCollision} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // runJob runs one job, turning a panic into that job's error so that a bug

@@ -1,0 +1,222 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/acrelay/acrelay/store"
+)
+
+// wstate is what the group committer remembers of committed rows, so that
+// a common append runs three statements (savepoint, insert, release)
+// instead of eight: each project's receipt counter and lineage flags, the
+// sender pairs last seen active, and each session's highest session_seq.
+//
+// It is touched only while db.wmu is held (by the writer goroutine during
+// a batch, or by a registry write that must invalidate it). It is trusted
+// only while no other connection has written the database: every batch
+// first compares PRAGMA data_version (which changes when another
+// connection, such as an admin command in another process, commits) and
+// starts afresh when it moved. Changes a job makes are staged and applied
+// when its savepoint is released; a batch whose transaction fails drops
+// the whole state, so it is reloaded from what was really committed.
+type wstate struct {
+	dataVersion int64
+	projects    map[string]*projectState
+	senders     map[senderKey]struct{} // identity and key both active
+	sessions    map[sessionKey]int64   // highest stored session_seq
+	// external runs when another connection is seen to have committed.
+	external func()
+}
+
+// projectState mirrors one projects row and what the lineage tables hold.
+type projectState struct {
+	lastSeq    int64
+	lastAt     string // received_at of lastSeq, "" when none
+	incomplete bool   // projects.lineage_incomplete: the frontier has rows
+	// waiting is false only when lineage_waiting is known to hold no row of
+	// the project: no claim waits for a predecessor, so an arrival readies
+	// nothing.
+	waiting bool
+	dirty   bool // lastSeq or lastAt changed in this batch
+}
+
+type senderKey struct{ projectID, keyID, identityID string }
+
+type sessionKey struct{ projectID, identityID, deviceID, sessionID string }
+
+// Bounds on the remembered senders and sessions; past them the map starts
+// afresh (the rows are re-read on the next use).
+const (
+	maxSenders  = 1 << 14
+	maxSessions = 1 << 16
+)
+
+func newWState() *wstate {
+	return &wstate{
+		dataVersion: -1,
+		projects:    map[string]*projectState{},
+		senders:     map[senderKey]struct{}{},
+		sessions:    map[sessionKey]int64{},
+	}
+}
+
+// reset forgets everything; the next use re-reads the rows.
+func (w *wstate) reset() {
+	w.dataVersion = -1
+	clear(w.projects)
+	clear(w.senders)
+	clear(w.sessions)
+}
+
+// begin runs at the start of each batch transaction: it starts afresh when
+// another connection has committed since the last batch.
+func (w *wstate) begin(t *txn) error {
+	var v int64
+	if err := t.queryRow(dataVersion).Scan(&v); err != nil {
+		return err
+	}
+	w.observe(v)
+	return nil
+}
+
+// observe takes a data_version reading of the writer connection: when it
+// moved, another connection has committed, and everything remembered
+// (here and in the token cache) is dropped.
+func (w *wstate) observe(v int64) {
+	if v == w.dataVersion {
+		return
+	}
+	known := w.dataVersion != -1
+	w.reset()
+	w.dataVersion = v
+	if known && w.external != nil {
+		w.external()
+	}
+}
+
+// project returns the state of projectID, reading it on first use.
+// Errors: store.ErrNotFound for an unknown project.
+func (w *wstate) project(t *txn, projectID string) (*projectState, error) {
+	if p, ok := w.projects[projectID]; ok {
+		return p, nil
+	}
+	var p projectState
+	var at sql.NullString
+	err := t.queryRow(selectProjectState, projectID, projectID).Scan(&p.lastSeq, &at, &p.incomplete, &p.waiting)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.lastAt = at.String
+	w.projects[projectID] = &p
+	return &p, nil
+}
+
+// flush writes the receipt counters changed in this batch; it runs inside
+// the batch transaction, just before the commit.
+func (w *wstate) flush(t *txn) error {
+	for id, p := range w.projects {
+		if !p.dirty {
+			continue
+		}
+		if _, err := t.exec(updateProjectHead, p.lastSeq, p.lastAt, id); err != nil {
+			return err
+		}
+		p.dirty = false
+	}
+	return nil
+}
+
+// senderActive reports whether the pair was seen active since the last
+// invalidation.
+func (w *wstate) senderActive(k senderKey) bool {
+	_, ok := w.senders[k]
+	return ok
+}
+
+func (w *wstate) rememberSender(k senderKey) {
+	if len(w.senders) >= maxSenders {
+		clear(w.senders)
+	}
+	w.senders[k] = struct{}{}
+}
+
+// forgetSenders runs after a key revocation or identity deactivation.
+func (w *wstate) forgetSenders() { clear(w.senders) }
+
+func (w *wstate) sessionMax(k sessionKey) (int64, bool) {
+	v, ok := w.sessions[k]
+	return v, ok
+}
+
+func (w *wstate) rememberSession(k sessionKey, seq int64) {
+	if v, ok := w.sessions[k]; ok && v >= seq {
+		return
+	}
+	if len(w.sessions) >= maxSessions {
+		clear(w.sessions)
+	}
+	w.sessions[k] = seq
+}
+
+// receiptTime is received_at for a batch: the clock at millisecond
+// precision, UTC, never before the project's previous receipt, so
+// received_at never decreases along received_seq.
+func receiptTime(now time.Time, last string) string {
+	at := now.UTC().Truncate(time.Millisecond).Format(timeLayout)
+	if at < last {
+		return last
+	}
+	return at
+}
+
+// tokenCache remembers bearer tokens read by GetToken, so a request does
+// not read the tokens table each time. RevokeToken invalidates it before
+// returning; a revocation committed by another process (an admin command
+// on the same file) is noticed by the next batch or within
+// externalCheckInterval. An entry read before an invalidation is never
+// stored after it (the epoch check).
+type tokenCache struct {
+	mu    sync.Mutex
+	epoch uint64
+	m     map[string]store.Token
+}
+
+const maxTokens = 1 << 12
+
+func (c *tokenCache) get(id string) (store.Token, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[id]
+	if ok {
+		t.Scopes = slices.Clone(t.Scopes)
+	}
+	return t, c.epoch, ok
+}
+
+// put stores t unless the cache was invalidated since epoch was read.
+func (c *tokenCache) put(id string, t store.Token, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxTokens {
+		c.m = make(map[string]store.Token)
+	}
+	t.Scopes = slices.Clone(t.Scopes)
+	c.m[id] = t
+}
+
+func (c *tokenCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	clear(c.m)
+}
