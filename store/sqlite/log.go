@@ -99,7 +99,10 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 		string(ev.Kind), ev.Sender.IdentityID, ev.Sender.DeviceID, ev.Sender.SessionID, ev.SessionSeq,
 		in.canonical)
 	if err != nil {
-		return store.AppendResult{}, err
+		// Not the client's doing (a received_seq already taken means the
+		// remembered counter was stale; the writer re-reads it): a
+		// temporary failure, never ErrExists.
+		return store.AppendResult{}, fmt.Errorf("append: insert event: %w", store.ErrUnavailable)
 	}
 	if n, err := r.RowsAffected(); err != nil || n == 0 {
 		// Already stored: answer as an exact retry, or a collision. Nothing

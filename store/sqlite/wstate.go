@@ -86,14 +86,17 @@ func (w *wstate) begin(t *txn) error {
 // observe takes a data_version reading of the writer connection: when it
 // moved, another connection has committed, and everything remembered
 // (here and in the token cache) is dropped.
+//
+// After a reset (dataVersion -1) any reading counts as a move: a change
+// committed elsewhere between the reset and this reading must not become
+// the new baseline unnoticed.
 func (w *wstate) observe(v int64) {
 	if v == w.dataVersion {
 		return
 	}
-	known := w.dataVersion != -1
 	w.reset()
 	w.dataVersion = v
-	if known && w.external != nil {
+	if w.external != nil {
 		w.external()
 	}
 }

@@ -83,12 +83,9 @@ func TestStaleReceiptCounterFailsOnceThenRecovers(t *testing.T) {
 	if err == nil {
 		t.Fatalf("append on a stale counter succeeded: %+v", res.Record)
 	}
-	for _, refusal := range []error{store.ErrSenderNotActive, store.ErrEventIDCollision, store.ErrNotFound} {
-		if errors.Is(err, refusal) {
-			t.Fatalf("append on a stale counter: %v; want a failure, not a refusal", err)
-		}
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrExists) {
+		t.Fatalf("append on a stale counter: %v; want ErrUnavailable (a temporary failure), not a refusal", err)
 	}
-	t.Logf("append on a stale counter: %v", err)
 
 	// The same event again: not stored by the failed attempt, so new now.
 	res, err = db.Append(ctx, ev4, c4)
@@ -257,7 +254,6 @@ func newEvent(t *testing.T, s *storetest.Signer, summary string) *eventAndBytes 
 // until something else invalidates the cache. The same happens for a
 // revocation committed between Open and the first observe (~50 ms).
 func TestTokenCacheAfterReset(t *testing.T) {
-	t.Skip("known bug: wstate.observe skips the token invalidation after reset (dataVersion -1); remove this Skip with the fix")
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tokens.db")
 	a := openInternal(t, path)
