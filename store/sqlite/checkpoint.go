@@ -3,71 +3,90 @@ package sqlite
 import "time"
 
 const (
-	// checkpointInterval is how often checkpointLoop copies committed WAL
-	// frames into the database file.
-	checkpointInterval = 200 * time.Millisecond
-	// walRestartFrames is the WAL length, in frames (4 KiB pages), above
-	// which checkpointLoop makes sure the WAL is restarted from its
-	// beginning: about 16 MiB.
-	walRestartFrames = 4096
+	// checkpointEvents is how many appended events start a checkpoint:
+	// about 6,000 WAL frames (~24 MiB) at the 6 frames an event dirties
+	// when many sessions and threads append at once. Copying that many
+	// appends' pages in one go writes each hot page once, where frequent
+	// small checkpoints would copy the same index pages again and again.
+	checkpointEvents = 1024
+	// checkpointIdle is the longest a committed change waits in the WAL
+	// for its checkpoint when fewer than checkpointEvents arrive.
+	checkpointIdle = 2 * time.Second
 	// walCatchUpFrames is the backlog, in frames, small enough to finish
 	// while holding the writer between two batches.
 	walCatchUpFrames = 512
 	// externalCheckInterval bounds how long a change committed by another
 	// process (an admin command on the same file) can go unnoticed by the
-	// caches (wstate, tokenCache) while no append runs.
+	// caches (wstate, tokenCache) while no append runs. It is also the
+	// checkpoint loop's tick.
 	externalCheckInterval = 50 * time.Millisecond
 	// walSizeLimit is the journal_size_limit: a restarted WAL file longer
 	// than this is truncated to it.
 	walSizeLimit = 64 << 20
+	// writerCacheKiB is the writer connection's page cache, as SQLite's
+	// negative cache_size (KiB): 64 MiB keeps the event id index's leaves,
+	// which appends touch at random, in memory for logs of millions of
+	// events, so an append does not read them back from the file.
+	writerCacheKiB = -64 << 10
 )
 
-// checkpointLoop runs PASSIVE checkpoints on its own connection until
+// checkpointLoop runs the WAL checkpoints on its own connection until
 // Close. Commits append to the WAL and fsync it (synchronous=FULL: a 201
 // is durable), but never wait for a checkpoint: copying pages into the
 // database file and fsyncing it happens here, concurrently.
 //
-// Under sustained appends a concurrent PASSIVE checkpoint never catches up
-// with the writer completely, and SQLite restarts the WAL from its
-// beginning only once every frame has been copied; left alone the WAL
-// would grow without bound, and every commit would extend the file. So
-// once the WAL is longer than walRestartFrames, the loop checkpoints
-// back to back until the backlog is under walCatchUpFrames, then copies
-// that rest while holding the writer between two batches (a pause of a
-// few milliseconds); the writer's next transaction starts the WAL afresh.
+// A checkpoint starts once checkpointEvents appends (or checkpointIdle)
+// have passed since the last one. A PASSIVE checkpoint running beside the
+// writer never catches up with it completely, and SQLite restarts the WAL
+// from its beginning only once every frame has been copied; left alone
+// the WAL would grow without bound, and every commit would extend the
+// file. So the loop checkpoints back to back until the backlog is under
+// walCatchUpFrames, then copies that rest while holding the writer
+// between two batches (a pause of a few milliseconds); the writer's next
+// transaction starts the WAL afresh.
 func (db *DB) checkpointLoop() {
 	defer close(db.ckDone)
-	t := time.NewTicker(checkpointInterval)
+	t := time.NewTicker(externalCheckInterval)
 	defer t.Stop()
-	ext := time.NewTicker(externalCheckInterval)
-	defer ext.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-db.ckStop:
 			return
-		case <-ext.C:
-			db.checkExternal()
-			continue
 		case <-t.C:
 		}
-		log, done, err := db.checkpoint()
-		for err == nil && log >= walRestartFrames && log-done > walCatchUpFrames {
-			select {
-			case <-db.ckStop:
-				return
-			default:
-			}
-			log, done, err = db.checkpoint()
+		db.checkExternal()
+		n := db.sinceCheckpoint.Load()
+		if n < checkpointEvents && (n == 0 || time.Since(last) < checkpointIdle) {
+			continue
 		}
-		if err == nil && log >= walRestartFrames {
-			db.wmu.Lock()
-			_, _, err = db.checkpoint()
-			db.wmu.Unlock()
-		}
-		if err != nil {
+		db.sinceCheckpoint.Add(-n)
+		last = time.Now()
+		if err := db.checkpointAll(); err != nil {
 			db.logger.Warn("sqlite checkpoint", "err", mapErr("checkpoint", err))
 		}
 	}
+}
+
+// checkpointAll copies the whole WAL into the database file: unlocked
+// passes until the backlog is small, then the rest between two batches.
+func (db *DB) checkpointAll() error {
+	log, done, err := db.checkpoint()
+	for err == nil && log-done > walCatchUpFrames {
+		select {
+		case <-db.ckStop:
+			return nil
+		default:
+		}
+		log, done, err = db.checkpoint()
+	}
+	if err != nil {
+		return err
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	_, _, err = db.checkpoint()
+	return err
 }
 
 // checkpoint runs one PASSIVE checkpoint and returns the WAL's length and

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -59,6 +60,8 @@ type DB struct {
 
 	tokens tokenCache
 
+	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
+
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
 	queue  chan *job
@@ -96,7 +99,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
 	// of the database file) inline; checkpointLoop does it on its own
 	// connection, concurrently with appends, which WAL mode allows.
-	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_txlock=immediate", walSizeLimit))
+	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_txlock=immediate", walSizeLimit, writerCacheKiB))
 	if err != nil {
 		return nil, mapErr("open sqlite", err)
 	}

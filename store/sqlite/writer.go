@@ -152,6 +152,7 @@ func (db *DB) runBatch(batch []*job) {
 		fail(err)
 		return
 	}
+	db.sinceCheckpoint.Add(int64(len(batch)))
 	if forget {
 		db.ws.reset()
 	}
