@@ -47,12 +47,22 @@ func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) err
 	}
 }
 
+// lingerBatch and lingerMax bound the group committer's wait for a batch
+// to fill: at most lingerMax, for at most lingerBatch appends.
+const (
+	lingerBatch = 16
+	lingerMax   = 250 * time.Microsecond
+)
+
 // writeLoop is the group committer: it takes every job waiting (at most
 // maxBatch) into one transaction, so one fsync covers them all. It exits
 // once the queue is closed and drained.
 func (db *DB) writeLoop() {
 	defer close(db.done)
 	batch := make([]*job, 0, db.maxBatch)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	last := 0 // size of the previous batch
 	for {
 		j, ok := <-db.queue
 		if !ok {
@@ -71,6 +81,32 @@ func (db *DB) writeLoop() {
 				break fill
 			}
 		}
+		// Appends arrive in waves under concurrent load: wait briefly for
+		// as many as the previous batch had, so one commit (one sync, and
+		// one write of each page the batch shares) serves them all. A
+		// lone client (batches of one) never waits.
+		if want := min(last, lingerBatch, db.maxBatch); len(batch) < want {
+			linger.Reset(lingerMax)
+		wait:
+			for len(batch) < want {
+				select {
+				case j, ok := <-db.queue:
+					if !ok {
+						break wait
+					}
+					batch = append(batch, j)
+				case <-linger.C:
+					break wait
+				}
+			}
+			if !linger.Stop() {
+				select {
+				case <-linger.C:
+				default:
+				}
+			}
+		}
+		last = len(batch)
 		db.wmu.Lock()
 		db.runBatch(batch)
 		db.wmu.Unlock()
