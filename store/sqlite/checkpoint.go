@@ -35,7 +35,7 @@ const (
 // is durable), but never wait for a checkpoint: copying pages into the
 // database file and fsyncing it happens here, concurrently.
 //
-// A checkpoint starts once checkpointEvents appends (or checkpointIdle)
+// A checkpoint starts once Options.CheckpointEvents appends (or checkpointIdle)
 // have passed since the last one. A PASSIVE checkpoint running beside the
 // writer never catches up with it completely, and SQLite restarts the WAL
 // from its beginning only once every frame has been copied; left alone
@@ -57,7 +57,7 @@ func (db *DB) checkpointLoop() {
 		}
 		db.checkExternal()
 		n := db.sinceCheckpoint.Load()
-		if n < checkpointEvents && (n == 0 || time.Since(last) < checkpointIdle) {
+		if db.ckEvents < 0 || n < db.ckEvents && (n == 0 || time.Since(last) < checkpointIdle) {
 			continue
 		}
 		db.sinceCheckpoint.Add(-n)

@@ -39,6 +39,11 @@ type Options struct {
 	// BusyTimeout bounds how long a statement waits for a lock held by
 	// another process; 0 means 5s.
 	BusyTimeout time.Duration
+	// CheckpointEvents is how many appends start a WAL checkpoint; 0 means
+	// 1024. A negative value never checkpoints until Close, which keeps
+	// every commit's frames in the WAL: for measurements only (the WAL
+	// then grows without bound).
+	CheckpointEvents int
 }
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
@@ -61,6 +66,7 @@ type DB struct {
 	tokens tokenCache
 
 	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
+	ckEvents        int64        // Options.CheckpointEvents
 
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
@@ -88,6 +94,9 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.CheckpointEvents == 0 {
+		opts.CheckpointEvents = checkpointEvents
 	}
 	// Commit with fdatasync(2) where the platform has it, as SQLite's own
 	// Linux builds do: the WAL's data and size reach stable storage just as
@@ -148,6 +157,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		ckStop:   make(chan struct{}),
 		ckDone:   make(chan struct{}),
 		ws:       newWState(),
+		ckEvents: int64(opts.CheckpointEvents),
 	}
 	db.ws.external = db.tokens.invalidate
 	go db.writeLoop()
