@@ -99,6 +99,7 @@ func TestPostRefusals(t *testing.T) {
 			t.Fatalf("code %s", r.code(t))
 		}
 		c := e.newAgent(pid, tok)
+		mustStatus(t, e.post(c, c.intent("repo-rev", "before")), 201) // the sender is now remembered active
 		mustStatus(t, e.do("POST", "/v1/admin/identities/"+c.IdentityID+"/deactivate", tok, nil), 200)
 		r = e.post(c, c.intent("repo-rev", "after"))
 		mustStatus(t, r, 403)
@@ -107,6 +108,26 @@ func TestPostRefusals(t *testing.T) {
 			t.Fatal("history lost after revocation")
 		}
 	})
+}
+
+// TestRevokedTokenRefusedAtOnce: a token that has just been used (and so
+// is cached) is refused by the very next request after DELETE returns.
+func TestRevokedTokenRefusedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	a := e.newAgent(pid, tok)
+	appender := e.newToken(pid, "read", "append")
+	id := e.do("GET", "/v1/whoami", appender, nil).json(t)["token_id"].(string)
+	mustStatus(t, e.do("GET", "/v1/correspondence/events?repository_id=repo-tok", appender, nil), 200)
+	mustStatus(t, e.do("POST", "/v1/correspondence/events", appender, eventJSON(t, a.intent("repo-tok", "before"))), 201)
+	mustStatus(t, e.do("DELETE", "/v1/admin/tokens/"+id, tok, nil), 204)
+	for _, r := range []resp{
+		e.do("GET", "/v1/correspondence/events?repository_id=repo-tok", appender, nil),
+		e.do("POST", "/v1/correspondence/events", appender, eventJSON(t, a.intent("repo-tok", "after"))),
+	} {
+		mustStatus(t, r, 401)
+	}
+	mustStatus(t, e.do("GET", "/v1/correspondence/events?repository_id=repo-tok", tok, nil), 200)
 }
 
 func TestPostWarningsAndLineage(t *testing.T) {
