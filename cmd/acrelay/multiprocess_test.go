@@ -115,27 +115,55 @@ func TestTwoProcessesWake(t *testing.T) {
 		}
 		close(frames)
 	}()
-	time.Sleep(200 * time.Millisecond) // B's LISTEN and the subscription are in place
+	// Warm up until B's LISTEN and the subscription are in place: post
+	// through A until a frame arrives on B (no fixed sleep: a slow machine
+	// may take longer than any guess).
+	seq := 0
+	deadline := time.After(20 * time.Second)
+warmup:
+	for {
+		p.post(t, a.url, "warm-up "+strconv.Itoa(seq))
+		seq++
+		select {
+		case <-frames:
+			break warmup
+		case <-time.After(250 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no change frame on B within 20s of posting through A")
+		}
+	}
 	for i := 0; i < 3; i++ {
 		posted := time.Now()
 		p.post(t, a.url, "through A "+strconv.Itoa(i))
-		select {
-		case f := <-frames:
-			lat := time.Since(posted)
-			var m map[string]any
-			if err := json.Unmarshal([]byte(f), &m); err != nil {
-				t.Fatalf("frame %q", f)
+		seq++
+		want := strconv.Itoa(seq)
+		timeout := time.After(time.Second)
+	frame:
+		for {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					t.Fatal("B's stream ended")
+				}
+				var m map[string]any
+				if err := json.Unmarshal([]byte(f), &m); err != nil {
+					t.Fatalf("frame %q", f)
+				}
+				if m["_format"] != "wake_event/v1" {
+					t.Fatalf("frame %s", f)
+				}
+				if _, hasBody := m["event"]; hasBody {
+					t.Fatal("a wake frame carries the event")
+				}
+				ctx := m["context"].(map[string]any)
+				if ctx["received_seq"] != want {
+					continue // a late frame of the warm-up
+				}
+				t.Logf("POST on A → change frame on B in %v", time.Since(posted))
+				break frame
+			case <-timeout:
+				t.Fatalf("no change frame for received_seq %s on B within 1s of its POST on A", want)
 			}
-			ctx := m["context"].(map[string]any)
-			if ctx["received_seq"] != strconv.Itoa(i+1) || m["_format"] != "wake_event/v1" {
-				t.Fatalf("frame %s", f)
-			}
-			if _, hasBody := m["event"]; hasBody {
-				t.Fatal("a wake frame carries the event")
-			}
-			t.Logf("POST on A → change frame on B in %v", lat)
-		case <-time.After(time.Second):
-			t.Fatalf("no change frame on B within 1s of a POST on A (event %d)", i)
 		}
 	}
 }
