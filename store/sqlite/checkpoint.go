@@ -15,6 +15,9 @@ const (
 	// walCatchUpFrames is the backlog, in frames, small enough to finish
 	// while holding the writer between two batches.
 	walCatchUpFrames = 512
+	// catchUpPasses and catchUpPause bound one cycle's unlocked passes.
+	catchUpPasses = 64
+	catchUpPause  = 10 * time.Millisecond
 	// externalCheckInterval bounds how long a change committed by another
 	// process (an admin command on the same file) can go unnoticed by the
 	// caches (wstate, tokenCache) while no append runs. It is also the
@@ -70,15 +73,24 @@ func (db *DB) checkpointLoop() {
 
 // checkpointAll copies the whole WAL into the database file: unlocked
 // passes until the backlog is small, then the rest between two batches.
+// A pass that makes no progress (a reader still holds an older snapshot)
+// waits catchUpPause before the next; after catchUpPasses passes the
+// cycle gives up and the next one tries again.
 func (db *DB) checkpointAll() error {
 	log, done, err := db.checkpoint()
-	for err == nil && log-done > walCatchUpFrames {
-		select {
-		case <-db.ckStop:
+	for pass := 0; err == nil && log-done > walCatchUpFrames; pass++ {
+		if pass == catchUpPasses {
 			return nil
-		default:
 		}
+		prev := done
 		log, done, err = db.checkpoint()
+		if err == nil && done <= prev {
+			select {
+			case <-db.ckStop:
+				return nil
+			case <-time.After(catchUpPause):
+			}
+		}
 	}
 	if err != nil {
 		return err
