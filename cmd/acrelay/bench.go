@@ -234,7 +234,7 @@ func (bc *benchConn) post(host string, req []byte) (int, error) {
 	_, err = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if err == nil && res.Close {
-		err = io.EOF // the relay closes the connection: dial again
+		bc.close() // the relay closes the connection: the next post dials again
 	}
 	return res.StatusCode, err
 }

@@ -20,11 +20,13 @@ type storeConfig struct {
 	DataDir        string
 	DatabaseURL    string
 	SQLiteMaxBatch int
+	SQLiteSync     string
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
 	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", envInt("ACRELAY_SQLITE_MAX_BATCH", 128), "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
+	cmd.Flags().StringVar(&c.SQLiteSync, "sqlite-sync", envOr("ACRELAY_SQLITE_SYNC", "fdatasync"), "system call SQLite commits with: fdatasync (as SQLite's Linux builds; same durability) or fsync (ACRELAY_SQLITE_SYNC)")
 	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
 }
 
@@ -44,6 +46,14 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 			return nil, fmt.Errorf("--database-url: the PostgreSQL store is not built into this binary")
 		}
 		return postgresOpener(ctx, c.DatabaseURL, logger)
+	}
+	switch c.SQLiteSync {
+	case "fdatasync", "fsync":
+		if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {
+			logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
+		}
+	default:
+		return nil, fmt.Errorf("--sqlite-sync %q: want fdatasync or fsync", c.SQLiteSync)
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

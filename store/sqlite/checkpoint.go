@@ -15,7 +15,8 @@ const (
 	// walCatchUpFrames is the backlog, in frames, small enough to finish
 	// while holding the writer between two batches.
 	walCatchUpFrames = 512
-	// catchUpPasses and catchUpPause bound one cycle's unlocked passes.
+	// catchUpPasses and catchUpPause bound one cycle's unlocked passes
+	// that make no progress.
 	catchUpPasses = 64
 	catchUpPause  = 10 * time.Millisecond
 	// externalCheckInterval bounds how long a change committed by another
@@ -74,22 +75,25 @@ func (db *DB) checkpointLoop() {
 // checkpointAll copies the whole WAL into the database file: unlocked
 // passes until the backlog is small, then the rest between two batches.
 // A pass that makes no progress (a reader still holds an older snapshot)
-// waits catchUpPause before the next; after catchUpPasses passes the
-// cycle gives up and the next one tries again.
+// waits catchUpPause before the next; after catchUpPasses such passes the
+// cycle gives up and the next one tries again. Between passes it keeps
+// watching for other processes' commits (checkExternal).
 func (db *DB) checkpointAll() error {
 	log, done, err := db.checkpoint()
-	for pass := 0; err == nil && log-done > walCatchUpFrames; pass++ {
-		if pass == catchUpPasses {
-			return nil
-		}
+	for stalled := 0; err == nil && log-done > walCatchUpFrames; {
 		prev := done
 		log, done, err = db.checkpoint()
-		if err == nil && done <= prev {
-			select {
-			case <-db.ckStop:
-				return nil
-			case <-time.After(catchUpPause):
-			}
+		db.checkExternal()
+		if err != nil || done > prev {
+			continue
+		}
+		if stalled++; stalled == catchUpPasses {
+			return nil
+		}
+		select {
+		case <-db.ckStop:
+			return nil
+		case <-time.After(catchUpPause):
 		}
 	}
 	if err != nil {
@@ -115,9 +119,17 @@ func (db *DB) checkExternal() {
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	var v int64
-	if err := db.stmts[dataVersion].QueryRow().Scan(&v); err != nil {
+	var marked bool
+	if err := db.stmts[dataVersion].QueryRow().Scan(&v, &marked); err != nil {
 		db.logger.Warn("sqlite data_version", "err", mapErr("data_version", err))
 		return
+	}
+	if !marked {
+		if _, err := db.w.Exec(writerMark); err != nil {
+			db.logger.Warn("sqlite writer mark", "err", mapErr("writer mark", err))
+			return
+		}
+		db.ws.dataVersion = -1
 	}
 	db.ws.observe(v)
 }

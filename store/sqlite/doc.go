@@ -13,10 +13,16 @@
 // committer and the registry writes, and a separate pool of query_only
 // connections for reads, which in WAL mode never wait for the writer.
 //
-// Clock: received_at, created_at and lineage_changed_at come from the
-// database clock, strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with
-// milliseconds. SQLite's 'now' is stable within one statement, so the
-// receipt counter update and its time are read from one UPDATE … RETURNING.
+// Clock: created_at and lineage_changed_at come from the database clock,
+// strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with milliseconds. received_at
+// is the system clock read once per group-commit batch, at millisecond
+// precision, and never earlier than the project's previous receipt, so it
+// never decreases along received_seq (wstate.go, receiptTime).
+//
+// The group committer remembers what it committed (wstate.go): receipt
+// counters, active senders, session highs and lineage flags, trusted only
+// while the writer connection's PRAGMA data_version is unchanged, that is
+// while no other connection has committed.
 //
 // Lineage (spec §8) is materialized from the first append: claim_lineage
 // holds each claim event's status, lineage_waiting the pending children by

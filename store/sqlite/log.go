@@ -101,8 +101,12 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	if err != nil {
 		// Not the client's doing (a received_seq already taken means the
 		// remembered counter was stale; the writer re-reads it): a
-		// temporary failure, never ErrExists.
-		return store.AppendResult{}, fmt.Errorf("append: insert event: %w", store.ErrUnavailable)
+		// temporary failure, never ErrExists. The driver's error is
+		// logged here and goes no further.
+		if t.log != nil {
+			t.log.Error("sqlite insert event failed", "seq", seq, "err", err)
+		}
+		return store.AppendResult{}, fmt.Errorf("insert event: %w", store.ErrUnavailable)
 	}
 	if n, err := r.RowsAffected(); err != nil || n == 0 {
 		// Already stored: answer as an exact retry, or a collision. Nothing
@@ -131,9 +135,7 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 			return store.AppendResult{}, err
 		}
 		if status == correspondence.LineagePending {
-			// Set at once rather than staged: a stale true only costs a
-			// lookup.
-			ps.waiting = true
+			t.ws.markWaiting(ev.ProjectID)
 		}
 	}
 	// Any arrival that is not itself pending readies the claims waiting on
@@ -488,6 +490,7 @@ func resolveOne(t *txn, projectID, eventID string) (changed bool, err error) {
 		return false, err
 	}
 	if status == correspondence.LineagePending {
+		t.ws.markWaiting(projectID)
 		_, err := t.exec(insertWaiting, projectID, child.node.PredecessorEventID, eventID)
 		return false, err
 	}

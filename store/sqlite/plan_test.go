@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +24,6 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"selectActiveIdentityIDs":  selectActiveIdentityIDs,
 		"selectSender":             selectSender,
 		"selectCanonical":          selectCanonical,
-		"nextReceipt":              nextReceipt,
 		"selectSessionTuple":       selectSessionTuple,
 		"selectLineage":            selectLineage,
 		"updateLineage":            updateLineage,
@@ -56,6 +56,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"selectActiveIdentityIDs":  "identities_project_status",
 		"selectFrontierHead":       "lineage_frontier_queue",
 	}
+	wantSearch := map[string]string{
+		"selectSessionTuple": "(project_id=? AND session_id=? AND session_seq=?)",
+		"forkLookup":         "(project_id=? AND session_id=? AND session_seq=?)",
+		"selectSessionMax":   "(project_id=? AND session_id=?)",
+	}
+	noSort := map[string]bool{"selectSessionMax": true, "selectRecordsAfter": true, "selectThreadRecordsAfter": true}
 	for name, q := range queries {
 		n := strings.Count(q, "?")
 		args := make([]any, n)
@@ -83,6 +89,14 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		}
 		if want, ok := wantIndex[name]; ok && !strings.Contains(plan[0], want) {
 			t.Errorf("%s: plan %q, want index %s", name, plan, want)
+		}
+		// INDEXED BY makes the index check above hold by fiat; these check
+		// that the index is searched on all the columns it has.
+		if want, ok := wantSearch[name]; ok && !strings.Contains(plan[0], want) {
+			t.Errorf("%s: plan %q, want a search on %s", name, plan, want)
+		}
+		if noSort[name] && slices.Contains(plan, "USE TEMP B-TREE FOR ORDER BY") {
+			t.Errorf("%s: plan %q sorts; the index order should serve it", name, plan)
 		}
 		t.Logf("%s: %q", name, plan)
 	}

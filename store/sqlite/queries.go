@@ -48,13 +48,6 @@ const (
 
 	selectCanonical = `SELECT canonical FROM events WHERE project_id = ? AND event_id = ?`
 
-	// nextReceipt takes the project's next received_seq and the database
-	// time in one statement, so both come from one evaluation of 'now'.
-	// It also returns the persisted lineage_incomplete flag, so an append
-	// whose frontier is empty knows it has no flag to update.
-	nextReceipt = `UPDATE projects SET last_seq = last_seq + 1, last_received_at = ` + nowMS + `
-		WHERE id = ? RETURNING last_seq, last_received_at, lineage_incomplete`
-
 	// selectProjectState reads what the writer remembers of a project
 	// (wstate): the receipt counter, the lineage flag, and whether any
 	// claim waits for a predecessor.
@@ -72,7 +65,14 @@ const (
 		WHERE project_id = ? AND session_id = ? AND identity_id = ? AND device_id = ?
 		ORDER BY session_seq DESC LIMIT 1`
 
-	dataVersion = `PRAGMA data_version`
+	// dataVersion reads the writer connection's data_version (it moves
+	// when another connection commits) and whether this connection carries
+	// writerMark. data_version counts per connection: when database/sql
+	// replaces a broken writer connection, the new one's count could equal
+	// the old baseline, so a connection without the mark counts as a move.
+	dataVersion = `SELECT (SELECT data_version FROM pragma_data_version),
+		EXISTS (SELECT 1 FROM temp.sqlite_master WHERE name = 'acrelay_writer_mark')`
+	writerMark = `CREATE TEMP TABLE IF NOT EXISTS acrelay_writer_mark (x INTEGER)`
 
 	// selectMissingParents lists the parents of one event not stored in the
 	// project, sorted.

@@ -49,7 +49,7 @@ type Options struct {
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
 	w        *sql.DB              // one connection: the group committer and registry writes
-	stmts    map[string]*sql.Stmt // prepared on w; used only by the writer goroutine
+	stmts    map[string]*sql.Stmt // prepared on w; used by the writer goroutine and checkExternal (under wmu)
 	r        *sql.DB              // query_only pool: reads never wait for the writer
 	rd       *reader              // prepared statements on r
 	ck       *sql.DB              // one connection for WAL checkpoints
@@ -59,7 +59,8 @@ type DB struct {
 	maxBatch int
 
 	// wmu is held by the writer for each batch, by registry writes that
-	// invalidate ws, and by checkpointLoop's catch-up step.
+	// invalidate ws, by checkExternal, and by checkpointLoop's catch-up
+	// step.
 	wmu sync.Mutex
 	ws  *wstate // guarded by wmu
 
@@ -72,6 +73,18 @@ type DB struct {
 	closed bool
 	queue  chan *job
 	done   chan struct{} // closed when the writer goroutine has drained and exited
+}
+
+// UseFdatasync makes every SQLite connection in the process commit with
+// fdatasync(2) instead of fsync(2) (on false, back to fsync), as SQLite's
+// own Linux builds do: a file's data and size reach stable storage just as
+// with fsync, without also journaling its timestamps on every commit. It
+// is process-wide, so main decides it, before opening stores. Errors:
+// modernc.org/sqlite's ErrFdatasyncUnavailable where the platform syncs
+// otherwise (macOS, Windows), which leaves fsync in place.
+func UseFdatasync(on bool) error {
+	_, err := sqlite.Fdatasync(on)
+	return err
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -98,11 +111,6 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	if opts.CheckpointEvents == 0 {
 		opts.CheckpointEvents = checkpointEvents
 	}
-	// Commit with fdatasync(2) where the platform has it, as SQLite's own
-	// Linux builds do: the WAL's data and size reach stable storage just as
-	// with fsync, without also journaling its timestamps on every commit.
-	// Process-wide; ErrFdatasyncUnavailable (macOS, Windows) keeps fsync.
-	_, _ = sqlite.Fdatasync(true)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(MEMORY)",
 		opts.BusyTimeout.Milliseconds())
 	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
@@ -526,6 +534,7 @@ type txn struct {
 	ws     *wstate
 	now    time.Time
 	staged []func()
+	log    *slog.Logger
 }
 
 // onRelease stages f to run when the job's savepoint is released; a job
@@ -555,7 +564,7 @@ func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
 
 // writerStatements are prepared once on the writer connection at Open.
 var writerStatements = []string{
-	projectExists, selectSender, selectCanonical, nextReceipt, insertEvent, insertParent, selectSessionTuple,
+	projectExists, selectSender, selectCanonical, insertEvent, insertParent, selectSessionTuple,
 	insertLineage, selectLineage, updateLineage, eventExists, insertWaiting, takeWaiters, insertFrontier,
 	selectFrontierHead, deleteFrontierRow, frontierRemains, updateLineageFlags, insertTip, deleteTip, selectRecord,
 	selectMissingParents, savepointAppend, rollbackToAppend, releaseAppend,

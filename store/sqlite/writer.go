@@ -138,7 +138,7 @@ func (db *DB) runBatch(batch []*job) {
 		fail(err)
 		return
 	}
-	t := &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now()}
+	t := &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now(), log: db.logger}
 	forget := false
 	if err := db.ws.begin(t); err != nil {
 		tx.Rollback()

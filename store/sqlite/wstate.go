@@ -76,14 +76,24 @@ func (w *wstate) reset() {
 // another connection has committed since the last batch.
 func (w *wstate) begin(t *txn) error {
 	var v int64
-	if err := t.queryRow(dataVersion).Scan(&v); err != nil {
+	var marked bool
+	if err := t.queryRow(dataVersion).Scan(&v, &marked); err != nil {
 		return err
+	}
+	if !marked {
+		// A new writer connection: its data_version says nothing about
+		// the old one's baseline.
+		if _, err := t.exec(writerMark); err != nil {
+			return err
+		}
+		w.dataVersion = -1
 	}
 	w.observe(v)
 	return nil
 }
 
-// observe takes a data_version reading of the writer connection: when it
+// observe takes a data_version reading of the writer connection (see
+// dataVersion for a replaced connection): when it
 // moved, another connection has committed, and everything remembered
 // (here and in the token cache) is dropped.
 //
@@ -119,6 +129,19 @@ func (w *wstate) project(t *txn, projectID string) (*projectState, error) {
 	p.lastAt = at.String
 	w.projects[projectID] = &p
 	return &p, nil
+}
+
+// markWaiting records that a claim of projectID now waits for its
+// predecessor (a lineage_waiting row), so appends run the release and
+// reconciliation steps. Set at once rather than staged: a stale true only
+// costs a lookup; a project not loaded yet reads it from the table.
+func (w *wstate) markWaiting(projectID string) {
+	if w == nil {
+		return
+	}
+	if p, ok := w.projects[projectID]; ok {
+		p.waiting = true
+	}
 }
 
 // flush writes the receipt counters changed in this batch; it runs inside

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -246,13 +247,11 @@ func newEvent(t *testing.T, s *storetest.Signer, summary string) *eventAndBytes 
 
 // TestTokenCacheAfterReset: a token revoked by another process must stop
 // being served from the token cache even when the writer's state was just
-// dropped (after a failed job or batch). KNOWN BUG, skipped: reset sets
-// dataVersion to -1, so the next observe takes the new data_version as a
-// first reading and does not run external (the token invalidation); a
-// revocation committed by another connection between the reset and that
-// reading is never noticed, and GetToken serves the cached, unrevoked token
-// until something else invalidates the cache. The same happens for a
-// revocation committed between Open and the first observe (~50 ms).
+// dropped (after a failed job or batch). Reset sets dataVersion to -1, and
+// the next reading must count as a move (running the token invalidation):
+// taken as a first reading, a revocation committed by another connection
+// between the reset and that reading would never be noticed. (A bug found
+// by this test and fixed in observe.)
 func TestTokenCacheAfterReset(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tokens.db")
@@ -300,5 +299,53 @@ func TestTokenCacheAfterReset(t *testing.T) {
 			t.Fatalf("3 s after another process revoked it, a serves the token as %+v, %v", got, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestReplacedWriterConnectionForgets: data_version counts per connection.
+// When database/sql replaces a broken writer connection, the new one's
+// count could equal the old baseline, so a revocation committed by
+// another process in between would go unnoticed; a connection without the
+// writer mark counts as a move.
+func TestReplacedWriterConnectionForgets(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "replaced.db")
+	a := openInternal(t, path)
+	p, err := a.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.NewSigner(t, p.ID).Register(t, a)
+	for i := range 2 {
+		ev, c := s.Event(t, storetest.Spec{})
+		if res, err := a.Append(ctx, ev, c); err != nil || res.Record.ReceivedSeq != int64(i+1) {
+			t.Fatalf("append %d: %+v %v", i, res.Record, err)
+		}
+	}
+	b := openInternal(t, path)
+
+	// Hold the writer while its connection is thrown away and the other
+	// process revokes the key, so that A's first reading is on the new
+	// connection, after the revocation.
+	a.wmu.Lock()
+	conn, err := a.w.Conn(ctx)
+	if err != nil {
+		a.wmu.Unlock()
+		t.Fatal(err)
+	}
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+	if _, err := b.RevokeKey(ctx, p.ID, s.KeyID); err != nil {
+		a.wmu.Unlock()
+		t.Fatal(err)
+	}
+	a.wmu.Unlock()
+
+	ev, c := s.Event(t, storetest.Spec{})
+	if res, err := a.Append(ctx, ev, c); !errors.Is(err, store.ErrSenderNotActive) {
+		t.Fatalf("append with a key revoked by another process: seq %d, %v; want ErrSenderNotActive", res.Record.ReceivedSeq, err)
+	}
+	if seq, _, err := a.Head(ctx, p.ID); err != nil || seq != 2 {
+		t.Fatalf("head %d, %v; want 2", seq, err)
 	}
 }
