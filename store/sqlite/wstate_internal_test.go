@@ -16,6 +16,29 @@ import (
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
+// wantLog checks that repo-1 of the project holds exactly ids at
+// received_seq 1, 2, …, and that Head is the last of them.
+func wantLog(t *testing.T, db *DB, projectID string, ids []string) {
+	t.Helper()
+	page, err := db.Events(context.Background(), store.EventQuery{ProjectID: projectID, RepositoryID: "repo-1", Limit: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, r := range page.Records {
+		if r.ReceivedSeq != int64(i+1) {
+			t.Fatalf("record %s at %d, want %d", r.EventID, r.ReceivedSeq, i+1)
+		}
+		got = append(got, r.EventID)
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("stored %q, want %q", got, ids)
+	}
+	if seq, _, err := db.Head(context.Background(), projectID); err != nil || seq != int64(len(ids)) {
+		t.Fatalf("head %d, %v; want %d", seq, err, len(ids))
+	}
+}
+
 func openInternal(t *testing.T, path string) *DB {
 	t.Helper()
 	db, err := Open(context.Background(), path, slog.New(slog.DiscardHandler))
@@ -99,23 +122,7 @@ func TestStaleReceiptCounterFailsOnceThenRecovers(t *testing.T) {
 	}
 	ids = append(ids, intruder, ev4.ID, ev5.ID)
 
-	page, err := db.Events(ctx, store.EventQuery{ProjectID: p.ID, RepositoryID: "repo-1", Limit: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for i, r := range page.Records {
-		if r.ReceivedSeq != int64(i+1) {
-			t.Fatalf("record %s at %d, want %d", r.EventID, r.ReceivedSeq, i+1)
-		}
-		got = append(got, r.EventID)
-	}
-	if !slices.Equal(got, ids) {
-		t.Fatalf("stored %q, want %q", got, ids)
-	}
-	if seq, _, err := db.Head(ctx, p.ID); err != nil || seq != 6 {
-		t.Fatalf("head %d, %v; want 6", seq, err)
-	}
+	wantLog(t, db, p.ID, ids)
 	var check string
 	if err := db.w.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check %q, %v", check, err)
@@ -215,23 +222,7 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 		t.Fatalf("rolled-back event appended again: created %v at %d, %v; want created at 4", res.Created, res.Record.ReceivedSeq, err)
 	}
 	ids = append(ids, undone.ev.ID)
-	page, err := db.Events(ctx, store.EventQuery{ProjectID: p.ID, RepositoryID: "repo-1", Limit: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for i, r := range page.Records {
-		if r.ReceivedSeq != int64(i+1) {
-			t.Fatalf("record %s at %d, want %d", r.EventID, r.ReceivedSeq, i+1)
-		}
-		got = append(got, r.EventID)
-	}
-	if !slices.Equal(got, ids) {
-		t.Fatalf("stored %q, want %q", got, ids)
-	}
-	if seq, _, err := db.Head(ctx, p.ID); err != nil || seq != 4 {
-		t.Fatalf("head %d, %v; want 4", seq, err)
-	}
+	wantLog(t, db, p.ID, ids)
 }
 
 type eventAndBytes struct {
