@@ -55,6 +55,11 @@ type benchResult struct {
 	P50Millis       float64 `json:"p50_ms"`
 	P99Millis       float64 `json:"p99_ms"`
 	ServerCPUMicros float64 `json:"server_cpu_us_per_event"`
+	// LoadCPUMicros is this process's CPU (the load generator) per event
+	// during the load; MachineBusy is the share of all cores not idle and
+	// not waiting for I/O during the load, from /proc/stat (0–1).
+	LoadCPUMicros float64 `json:"load_generator_cpu_us_per_event"`
+	MachineBusy   float64 `json:"machine_busy"`
 	CeilingPerSec   float64 `json:"single_core_ceiling_per_second"`
 	RatioToCeiling  float64 `json:"ratio_to_ceiling"`
 	Errors          int64   `json:"errors"`
@@ -118,8 +123,9 @@ func printBench(out io.Writer, asJSON bool, r benchResult) {
 		return
 	}
 	fmt.Fprintf(out, "%s: %d events, %d clients: %.0f events/s, p50 %.2f ms, p99 %.2f ms, server CPU %.1f µs/event, "+
-		"single-core verify ceiling %.0f/s, ratio %.2f, errors %d\n",
-		r.Label, r.Events, r.Clients, r.EventsPerSecond, r.P50Millis, r.P99Millis, r.ServerCPUMicros, r.CeilingPerSec, r.RatioToCeiling, r.Errors)
+		"single-core verify ceiling %.0f/s, ratio %.2f, errors %d (load generator %.1f µs/event, machine %.0f%% busy)\n",
+		r.Label, r.Events, r.Clients, r.EventsPerSecond, r.P50Millis, r.P99Millis, r.ServerCPUMicros, r.CeilingPerSec, r.RatioToCeiling, r.Errors,
+		r.LoadCPUMicros, 100*r.MachineBusy)
 }
 
 // benchRelay is a relay process started by the bench.
@@ -185,6 +191,31 @@ func (r *benchRelay) stop() {
 		_ = r.cmd.Process.Kill()
 	}
 	os.RemoveAll(r.dir)
+}
+
+// machineTicks returns the busy and total CPU ticks of all cores from
+// /proc/stat; busy excludes idle and iowait.
+func machineTicks() (busy, total int64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, true
 }
 
 // cpuTime returns the process's user+system CPU time from /proc.
@@ -380,6 +411,8 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 	var next atomic.Int64
 	var errs atomic.Int64
 	cpu0, haveCPU := cpuTime(pid)
+	self0, _ := cpuTime(os.Getpid())
+	busy0, total0, haveStat := machineTicks()
 	start = time.Now()
 	var wg sync.WaitGroup
 	for w := 0; w < c.Clients; w++ {
@@ -408,6 +441,8 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu1, _ := cpuTime(pid)
+	self1, _ := cpuTime(os.Getpid())
+	busy1, total1, _ := machineTicks()
 	slices.Sort(lat)
 	res := benchResult{
 		Label: label, Events: len(bodies), Clients: c.Clients,
@@ -419,6 +454,10 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 	}
 	if haveCPU {
 		res.ServerCPUMicros = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(len(bodies))
+	}
+	res.LoadCPUMicros = float64(self1-self0) / float64(time.Microsecond) / float64(len(bodies))
+	if haveStat && total1 > total0 {
+		res.MachineBusy = float64(busy1-busy0) / float64(total1-total0)
 	}
 	res.RatioToCeiling = res.EventsPerSecond / ceiling
 	return res, nil
