@@ -12,7 +12,9 @@ cd "$(dirname "$0")/.."
 pkgs=("$@")
 [ ${#pkgs[@]} -eq 0 ] && pkgs=(./...)
 
-echo "== go vet"
+echo "== gofmt -l, go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 go vet ./... || exit 1
 echo "== go test -race -count=1 -v ${pkgs[*]}  (full log: kept on failure)"
 go test -race -count=1 -v -timeout 30m "${pkgs[@]}" >"$ACRELAY_TEST_LOG" 2>&1

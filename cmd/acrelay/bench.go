@@ -58,11 +58,11 @@ type benchResult struct {
 	// LoadCPUMicros is this process's CPU (the load generator) per event
 	// during the load; MachineBusy is the share of all cores not idle and
 	// not waiting for I/O during the load, from /proc/stat (0–1).
-	LoadCPUMicros float64 `json:"load_generator_cpu_us_per_event"`
-	MachineBusy   float64 `json:"machine_busy"`
-	CeilingPerSec   float64 `json:"single_core_ceiling_per_second"`
-	RatioToCeiling  float64 `json:"ratio_to_ceiling"`
-	Errors          int64   `json:"errors"`
+	LoadCPUMicros  float64 `json:"load_generator_cpu_us_per_event"`
+	MachineBusy    float64 `json:"machine_busy"`
+	CeilingPerSec  float64 `json:"single_core_ceiling_per_second"`
+	RatioToCeiling float64 `json:"ratio_to_ceiling"`
+	Errors         int64   `json:"errors"`
 }
 
 func newBenchCmd() *cobra.Command {
