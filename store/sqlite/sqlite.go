@@ -116,7 +116,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
 	// of the database file) inline; checkpointLoop does it on its own
 	// connection, concurrently with appends, which WAL mode allows.
-	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_txlock=immediate", walSizeLimit, writerCacheKiB))
+	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_pragma=mmap_size(%d)&_txlock=immediate", walSizeLimit, writerCacheKiB, writerMmapBytes))
 	if err != nil {
 		return nil, mapErr("open sqlite", err)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -54,12 +55,17 @@ const (
 	lingerMax   = 250 * time.Microsecond
 )
 
-// writeLoop is the group committer: it takes every job waiting (at most
-// maxBatch) into one transaction, so one fsync covers them all. It exits
-// once the queue is closed and drained.
+// writeLoop is the group committer. It runs each job as it arrives, in
+// its own SAVEPOINT of one open transaction, and commits (one fsync for
+// the whole batch) once the batch holds as many jobs as the previous one
+// did (at most lingerBatch), or lingerMax after its first job, or at
+// maxBatch. Appends arrive in waves under concurrent load, so the batch's
+// SQL runs while the rest of the wave is still being verified by the
+// handlers, and one commit (one sync, and one write of each page the batch
+// shares) serves the wave. A lone client (batches of one) never waits. It
+// exits once the queue is closed and drained.
 func (db *DB) writeLoop() {
 	defer close(db.done)
-	batch := make([]*job, 0, db.maxBatch)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	last := 0 // size of the previous batch
@@ -68,132 +74,167 @@ func (db *DB) writeLoop() {
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], j)
+		db.wmu.Lock()
+		b := db.beginBatch()
+		b.run(j)
+		want := min(max(last, 1), lingerBatch, db.maxBatch)
+		lingering := false
 	fill:
-		for len(batch) < db.maxBatch {
+		for len(b.jobs) < db.maxBatch && !b.failed {
 			select {
 			case j, ok := <-db.queue:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, j)
+				b.run(j)
+				continue
 			default:
+			}
+			if len(b.jobs) >= want {
+				break
+			}
+			if !lingering {
+				linger.Reset(lingerMax)
+				lingering = true
+			}
+			select {
+			case j, ok := <-db.queue:
+				if !ok {
+					break fill
+				}
+				b.run(j)
+			case <-linger.C:
+				lingering = false
 				break fill
 			}
 		}
-		// Appends arrive in waves under concurrent load: wait briefly for
-		// as many as the previous batch had, so one commit (one sync, and
-		// one write of each page the batch shares) serves them all. A
-		// lone client (batches of one) never waits.
-		if want := min(last, lingerBatch, db.maxBatch); len(batch) < want {
-			linger.Reset(lingerMax)
-		wait:
-			for len(batch) < want {
-				select {
-				case j, ok := <-db.queue:
-					if !ok {
-						break wait
-					}
-					batch = append(batch, j)
-				case <-linger.C:
-					break wait
-				}
-			}
-			if !linger.Stop() {
-				select {
-				case <-linger.C:
-				default:
-				}
+		if lingering && !linger.Stop() {
+			select {
+			case <-linger.C:
+			default:
 			}
 		}
-		last = len(batch)
-		db.wmu.Lock()
-		db.runBatch(batch)
+		last = len(b.jobs)
+		b.commit()
 		db.wmu.Unlock()
-		clear(batch)
 	}
 }
 
-// runBatch runs each job in its own savepoint of one transaction: a job
-// that fails is rolled back to its savepoint and gets its own error while
-// the others commit. If the transaction itself fails (begin, savepoint
-// bookkeeping or commit), every job that had not failed on its own gets
-// ErrUnavailable: nothing of it was committed.
-func (db *DB) runBatch(batch []*job) {
+// batch is one group-commit transaction: each job runs in its own
+// savepoint, so a job that fails is rolled back to it and gets its own
+// error while the others commit. If the transaction itself fails (begin,
+// savepoint bookkeeping or commit), every job that had not failed on its
+// own gets ErrUnavailable: nothing of it was committed.
+type batch struct {
+	db     *DB
+	tx     *sql.Tx
+	t      *txn
+	jobs   []*job
+	errs   []error
+	forget bool  // a job failed with a driver error: re-read ws after the batch
+	failed bool  // the transaction failed; every job has been answered
+	cause  error // the answer to every job after the failure
+}
+
+func (db *DB) beginBatch() *batch {
+	b := &batch{db: db, jobs: make([]*job, 0, lingerBatch), errs: make([]error, 0, lingerBatch)}
 	ctx := context.Background()
-	errs := make([]error, len(batch))
-	fail := func(err error) {
-		// Nothing of the batch was committed: forget what the jobs staged.
-		db.ws.reset()
-		db.logger.Error("sqlite group commit failed", "batch", len(batch), "err", err)
-		for i, j := range batch {
-			if errs[i] == nil {
-				errs[i] = mapErr("commit", err)
-			}
-			j.done <- errs[i]
-		}
-	}
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
-		fail(err)
+		b.fail(err)
+		return b
+	}
+	b.tx = tx
+	b.t = &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now(), log: db.logger}
+	if err := db.ws.begin(b.t); err != nil {
+		b.fail(err)
+	}
+	return b
+}
+
+// fail rolls the transaction back and answers every job not yet failed on
+// its own with ErrUnavailable; jobs that reach the batch later get the
+// same answer.
+func (b *batch) fail(err error) {
+	if b.tx != nil {
+		b.tx.Rollback()
+		b.tx = nil
+	}
+	// Nothing of the batch was committed: forget what the jobs staged.
+	b.db.ws.reset()
+	b.db.logger.Error("sqlite group commit failed", "batch", len(b.jobs), "err", err)
+	b.failed, b.cause = true, mapErr("commit", err)
+	for i, j := range b.jobs {
+		if b.errs[i] == nil {
+			b.errs[i] = b.cause
+		}
+		j.done <- b.errs[i]
+	}
+}
+
+// run runs one job in its own savepoint.
+func (b *batch) run(j *job) {
+	if b.failed {
+		j.done <- b.cause
 		return
 	}
-	t := &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now(), log: db.logger}
-	forget := false
-	if err := db.ws.begin(t); err != nil {
-		tx.Rollback()
-		fail(err)
+	b.jobs = append(b.jobs, j)
+	b.errs = append(b.errs, nil)
+	i := len(b.jobs) - 1
+	if err := j.ctx.Err(); err != nil {
+		b.errs[i] = err
 		return
 	}
-	for i, j := range batch {
-		if err := j.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, err := t.exec(savepointAppend); err != nil {
-			tx.Rollback()
-			fail(err)
-			return
-		}
+	t := b.t
+	if _, err := t.exec(savepointAppend); err != nil {
+		b.fail(err)
+		return
+	}
+	t.staged = t.staged[:0]
+	if err := runJob(j, t); err != nil {
+		b.errs[i] = err
 		t.staged = t.staged[:0]
-		if err := runJob(j, t); err != nil {
-			errs[i] = err
-			t.staged = t.staged[:0]
-			if !refusal(err) {
-				// A driver error (say a received_seq already taken): the
-				// remembered state may be wrong; re-read it after this batch.
-				forget = true
-			}
-			if _, err := t.exec(rollbackToAppend); err != nil {
-				tx.Rollback()
-				fail(err)
-				return
-			}
+		if !refusal(err) {
+			// A driver error (say a received_seq already taken): the
+			// remembered state may be wrong; re-read it after this batch.
+			b.forget = true
 		}
-		if _, err := t.exec(releaseAppend); err != nil {
-			tx.Rollback()
-			fail(err)
+		if _, err := t.exec(rollbackToAppend); err != nil {
+			b.fail(err)
 			return
 		}
-		for _, f := range t.staged {
-			f()
-		}
 	}
-	if err := db.ws.flush(t); err != nil {
-		tx.Rollback()
-		fail(err)
+	if _, err := t.exec(releaseAppend); err != nil {
+		b.fail(err)
 		return
 	}
-	if err := tx.Commit(); err != nil {
-		fail(err)
+	for _, f := range t.staged {
+		f()
+	}
+}
+
+// commit commits the batch (synchronous=FULL: the WAL is synced when
+// Commit returns) and answers every job.
+func (b *batch) commit() {
+	if b.failed {
 		return
 	}
-	db.sinceCheckpoint.Add(int64(len(batch)))
-	if forget {
+	db := b.db
+	if err := db.ws.flush(b.t); err != nil {
+		b.fail(err)
+		return
+	}
+	if err := b.tx.Commit(); err != nil {
+		b.tx = nil
+		b.fail(err)
+		return
+	}
+	db.sinceCheckpoint.Add(int64(len(b.jobs)))
+	if b.forget {
 		db.ws.reset()
 	}
-	for i, j := range batch {
-		j.done <- errs[i]
+	for i, j := range b.jobs {
+		j.done <- b.errs[i]
 	}
 }
 

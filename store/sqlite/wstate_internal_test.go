@@ -201,7 +201,10 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 	// idle: nothing is queued, and wmu keeps it out).
 	db.wmu.Lock()
 	second := appendJob(next, &nextRes)
-	db.runBatch([]*job{refused, second})
+	b := db.beginBatch()
+	b.run(refused)
+	b.run(second)
+	b.commit()
 	db.wmu.Unlock()
 	if err := <-second.done; err != nil {
 		t.Fatalf("next job of the batch: %v", err)
