@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/acrelay/acrelay/store"
@@ -120,17 +121,22 @@ func (db *DB) writeLoop() {
 	}
 }
 
-// batch is one group-commit transaction: each job runs in its own
-// savepoint, so a job that fails is rolled back to it and gets its own
-// error while the others commit. If the transaction itself fails (begin,
-// savepoint bookkeeping or commit), every job that had not failed on its
-// own gets ErrUnavailable: nothing of it was committed.
+// batch is one group-commit transaction. Jobs run without savepoints
+// while every one succeeds (a savepoint costs an append two statements
+// and a copy of every page it touches). The first job that fails may have
+// written before failing, so the batch is rolled back and replayed with
+// each job in its own savepoint (safe): a job that fails is then rolled
+// back to its savepoint and gets its own error while the others commit.
+// If the transaction itself fails (begin, savepoint bookkeeping or
+// commit), every job that had not failed on its own gets ErrUnavailable:
+// nothing of it was committed.
 type batch struct {
 	db     *DB
 	tx     *sql.Tx
 	t      *txn
 	jobs   []*job
 	errs   []error
+	safe   bool  // each job in its own savepoint (after a replay)
 	forget bool  // a job failed with a driver error: re-read ws after the batch
 	failed bool  // the transaction failed; every job has been answered
 	cause  error // the answer to every job after the failure
@@ -138,18 +144,43 @@ type batch struct {
 
 func (db *DB) beginBatch() *batch {
 	b := &batch{db: db, jobs: make([]*job, 0, lingerBatch), errs: make([]error, 0, lingerBatch)}
+	b.begin(time.Now())
+	return b
+}
+
+// begin starts the batch's transaction; receipts are dated now.
+func (b *batch) begin(now time.Time) {
 	ctx := context.Background()
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := b.db.w.BeginTx(ctx, nil)
 	if err != nil {
 		b.fail(err)
-		return b
+		return
 	}
 	b.tx = tx
-	b.t = &txn{ctx: ctx, tx: tx, st: db.stmts, ws: db.ws, now: time.Now(), log: db.logger}
-	if err := db.ws.begin(b.t); err != nil {
+	b.t = &txn{ctx: ctx, tx: tx, st: b.db.stmts, ws: b.db.ws, now: now, log: b.db.logger}
+	if err := b.db.ws.begin(b.t); err != nil {
 		b.fail(err)
 	}
-	return b
+}
+
+// replay rolls back what the batch wrote so far and runs its jobs again,
+// each in its own savepoint. The remembered state forgets what the
+// rolled-back jobs staged.
+func (b *batch) replay() {
+	b.tx.Rollback()
+	b.tx = nil
+	b.db.ws.forget()
+	b.safe = true
+	jobs := slices.Clone(b.jobs)
+	clear(b.errs)
+	b.begin(b.t.now)
+	if b.failed {
+		return // fail answered every job
+	}
+	b.jobs, b.errs = b.jobs[:0], b.errs[:0]
+	for _, j := range jobs {
+		b.run(j)
+	}
 }
 
 // fail rolls the transaction back and answers every job not yet failed on
@@ -186,6 +217,17 @@ func (b *batch) run(j *job) {
 		return
 	}
 	t := b.t
+	if !b.safe {
+		t.staged = t.staged[:0]
+		if err := runJob(j, t); err != nil {
+			b.replay()
+			return
+		}
+		for _, f := range t.staged {
+			f()
+		}
+		return
+	}
 	if _, err := t.exec(savepointAppend); err != nil {
 		b.fail(err)
 		return

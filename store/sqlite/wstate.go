@@ -67,6 +67,13 @@ func newWState() *wstate {
 // reset forgets everything; the next use re-reads the rows.
 func (w *wstate) reset() {
 	w.dataVersion = -1
+	w.forget()
+}
+
+// forget drops what is remembered of committed rows but keeps the
+// data_version baseline: after a rollback of this connection's own
+// transaction, which no other connection's commit is hidden behind.
+func (w *wstate) forget() {
 	clear(w.projects)
 	clear(w.senders)
 	clear(w.sessions)

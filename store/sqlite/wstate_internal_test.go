@@ -53,15 +53,16 @@ func openInternal(t *testing.T, path string) *DB {
 	return db
 }
 
-// TestStaleReceiptCounterFailsOnceThenRecovers: the safety net under the
-// remembered receipt counter. A row is stored behind the writer's back (a
-// job that bumps the project's counter and inserts an event at the next
+// TestStaleReceiptCounterRecovers: the safety net under the remembered
+// receipt counter. A row is stored behind the writer's back (a job that
+// bumps the project's counter and inserts an event at the next
 // received_seq, as an append by other code would), so the counter the
 // writer remembers is one behind. The next append collides on
-// (project_id, received_seq) and fails without storing anything; the
-// batch then forgets its state, and the append after it re-reads the
-// counter and takes the right receipt.
-func TestStaleReceiptCounterFailsOnceThenRecovers(t *testing.T) {
+// (project_id, received_seq); its batch is rolled back, forgets its state
+// and is replayed with each job in a savepoint, so the append re-reads the
+// counter and takes the right receipt, with nothing of the failed attempt
+// stored.
+func TestStaleReceiptCounterRecovers(t *testing.T) {
 	ctx := context.Background()
 	db := openInternal(t, filepath.Join(t.TempDir(), "stale.db"))
 	p, err := db.CreateProject(ctx, storetest.NewUUID())
@@ -104,17 +105,8 @@ func TestStaleReceiptCounterFailsOnceThenRecovers(t *testing.T) {
 
 	ev4, c4 := s.Event(t, storetest.Spec{Summary: "after the intruder"})
 	res, err := db.Append(ctx, ev4, c4)
-	if err == nil {
-		t.Fatalf("append on a stale counter succeeded: %+v", res.Record)
-	}
-	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrExists) {
-		t.Fatalf("append on a stale counter: %v; want ErrUnavailable (a temporary failure), not a refusal", err)
-	}
-
-	// The same event again: not stored by the failed attempt, so new now.
-	res, err = db.Append(ctx, ev4, c4)
 	if err != nil || !res.Created || res.Record.ReceivedSeq != 5 {
-		t.Fatalf("append after the failure: created %v, received_seq %d, %v; want a new event at 5", res.Created, res.Record.ReceivedSeq, err)
+		t.Fatalf("append on a stale counter: created %v, received_seq %d, %v; want a new event at 5 (replayed with the counter re-read)", res.Created, res.Record.ReceivedSeq, err)
 	}
 	ev5, c5 := s.Event(t, storetest.Spec{})
 	if res, err := db.Append(ctx, ev5, c5); err != nil || !res.Created || res.Record.ReceivedSeq != 6 {
@@ -226,6 +218,68 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 	}
 	ids = append(ids, undone.ev.ID)
 	wantLog(t, db, p.ID, ids)
+}
+
+// TestBatchReplaysWithSavepoints: jobs run without savepoints until one
+// fails; the batch is then rolled back and replayed with each job in its
+// own savepoint, so the failing job's writes (it failed after its insert)
+// are undone while the jobs before and after it commit with consecutive
+// receipts, and each job gets its own answer.
+func TestBatchReplaysWithSavepoints(t *testing.T) {
+	ctx := context.Background()
+	db := openInternal(t, filepath.Join(t.TempDir(), "replay.db"))
+	p, err := db.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.NewSigner(t, p.ID).Register(t, db)
+	appendJob := func(ev *eventAndBytes, res *store.AppendResult, after error) *job {
+		return &job{ctx: ctx, done: make(chan error, 1), run: func(t *txn) error {
+			in, err := newAppendInput(ev.ev, ev.c)
+			if err != nil {
+				return err
+			}
+			if *res, err = appendTx(t, in); err != nil {
+				return err
+			}
+			return after
+		}}
+	}
+	first, bad, last := newEvent(t, s, "first"), newEvent(t, s, "fails after its insert"), newEvent(t, s, "last")
+	var firstRes, badRes, lastRes store.AppendResult
+	boom := fmt.Errorf("boom: %w", store.ErrUnavailable)
+	jobs := []*job{appendJob(first, &firstRes, nil), appendJob(bad, &badRes, boom), appendJob(last, &lastRes, nil)}
+
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(jobs[0])
+	if b.safe {
+		t.Error("a batch whose jobs all succeed ran with savepoints")
+	}
+	b.run(jobs[1])
+	if !b.safe {
+		t.Error("a failed job did not turn the batch to savepoints")
+	}
+	b.run(jobs[2])
+	b.commit()
+	db.wmu.Unlock()
+
+	if err := <-jobs[0].done; err != nil || firstRes.Record.ReceivedSeq != 1 {
+		t.Errorf("first job: %v at %d; want success at 1", err, firstRes.Record.ReceivedSeq)
+	}
+	if err := <-jobs[1].done; !errors.Is(err, boom) {
+		t.Errorf("failing job: %v; want its own error", err)
+	}
+	if err := <-jobs[2].done; err != nil || lastRes.Record.ReceivedSeq != 2 {
+		t.Errorf("last job: %v at %d; want success at 2", err, lastRes.Record.ReceivedSeq)
+	}
+	wantLog(t, db, p.ID, []string{first.ev.ID, last.ev.ID})
+	// The failed event is new to the next batch, which runs unguarded again.
+	res, err := db.Append(ctx, bad.ev, bad.c)
+	if err != nil || !res.Created || res.Record.ReceivedSeq != 3 {
+		t.Fatalf("failed event appended again: created %v at %d, %v; want created at 3", res.Created, res.Record.ReceivedSeq, err)
+	}
+	wantLog(t, db, p.ID, []string{first.ev.ID, last.ev.ID, bad.ev.ID})
 }
 
 type eventAndBytes struct {
