@@ -5,9 +5,11 @@
 // fsynced and survives a process or machine crash (spec §7: a 201 is a
 // promise). Throughput comes from group commit rather than from weakening
 // that promise: concurrent Append calls queue to one writer goroutine that
-// takes everything waiting (at most Options.MaxBatch) into one transaction,
-// each append inside its own SAVEPOINT, so one commit and one fsync cover a
-// batch while each caller still gets its own result or error.
+// runs them, as they arrive, in one transaction (at most Options.MaxBatch),
+// so one commit and one fsync cover a batch while each caller still gets
+// its own result or error: the batch runs without savepoints until an
+// append fails, then is rolled back and replayed with each append in its
+// own SAVEPOINT (writer.go).
 //
 // Connections: one writer connection (BEGIN IMMEDIATE) used by the group
 // committer and the registry writes, and a separate pool of query_only

@@ -15,7 +15,8 @@ import (
 )
 
 // Append stores ev and its receipt (spec §7) through the group committer,
-// in its own savepoint of a batch transaction. See store.Log.Append.
+// in a batch transaction shared with concurrent appends (writer.go). See
+// store.Log.Append.
 // Checks run in this order: project exists, sender identity and key active
 // (so an exact retry after a revocation is refused too), then exact retry
 // or collision. Warnings (spec §9) are derived from the stored rows after

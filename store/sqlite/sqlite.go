@@ -529,16 +529,17 @@ type txn struct {
 	tx  *sql.Tx
 	st  map[string]*sql.Stmt
 	// In a group-commit batch: the writer's remembered state, the batch's
-	// clock, and the changes to ws the running job applies once its
-	// savepoint is released. Nil ws outside batches (writeTx).
+	// clock, and the changes to ws the running job applies once it has
+	// succeeded (its savepoint released, in a replayed batch). Nil ws
+	// outside batches (writeTx).
 	ws     *wstate
 	now    time.Time
 	staged []func()
 	log    *slog.Logger
 }
 
-// onRelease stages f to run when the job's savepoint is released; a job
-// rolled back to its savepoint drops what it staged.
+// onRelease stages f to run once the job has succeeded (its savepoint
+// released, in a replayed batch); a job that fails drops what it staged.
 func (t *txn) onRelease(f func()) { t.staged = append(t.staged, f) }
 
 func (t *txn) exec(q string, args ...any) (sql.Result, error) {

@@ -11,9 +11,11 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// job is one unit of work for the group committer: run executes inside its
-// own SAVEPOINT of the batch transaction and records its result in variables
-// the submitter reads only after done delivers nil.
+// job is one unit of work for the group committer: run executes inside the
+// batch transaction (in a SAVEPOINT of its own when the batch is replayed,
+// see batch) and records its result in variables the submitter reads only
+// after done delivers nil. run may execute twice: a replay runs it again
+// from the start, on a rolled-back transaction.
 type job struct {
 	ctx  context.Context // the submitter's; checked before run, never used for SQL
 	run  func(t *txn) error
@@ -57,7 +59,7 @@ const (
 )
 
 // writeLoop is the group committer. It runs each job as it arrives, in
-// its own SAVEPOINT of one open transaction, and commits (one fsync for
+// one open transaction (see batch), and commits (one fsync for
 // the whole batch) once the batch holds as many jobs as the previous one
 // did (at most lingerBatch), or lingerMax after its first job, or at
 // maxBatch. Appends arrive in waves under concurrent load, so the batch's
