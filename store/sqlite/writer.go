@@ -24,8 +24,8 @@ type job struct {
 
 // submit queues run for the writer and waits for its outcome. When ctx
 // ends first, submit returns ctx's error; the job is then skipped if it has
-// not started, or commits normally if it has (an exact retry returns its
-// receipt).
+// not started (or its batch is replayed after ctx ended), or commits
+// normally if it has (an exact retry tells which).
 func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) error {
 	j := &job{ctx: ctx, run: run, done: make(chan error, 1)}
 	db.mu.RLock()
