@@ -45,12 +45,19 @@ type benchConfig struct {
 	CompareOneTx bool
 	DatabaseURL  string
 	JSON         bool
+	// Rounds repeats the measurement (interleaving group commit and one
+	// transaction per event with --compare-one-tx) and reports medians:
+	// on a shared or virtual machine single runs vary by ±15%.
+	Rounds int
 }
 
 type benchResult struct {
-	Label           string  `json:"label"`
-	Events          int     `json:"events"`
-	Clients         int     `json:"clients"`
+	Label   string `json:"label"`
+	Events  int    `json:"events"`
+	Clients int    `json:"clients"`
+	// Rounds is how many measurements a median result summarizes (0 for a
+	// single measurement).
+	Rounds          int     `json:"rounds,omitempty"`
 	EventsPerSecond float64 `json:"events_per_second"`
 	P50Millis       float64 `json:"p50_ms"`
 	P99Millis       float64 `json:"p99_ms"`
@@ -85,6 +92,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&c.CompareOneTx, "compare-one-tx", false, "also measure a relay with one transaction per event (SQLite)")
 	f.StringVar(&c.DatabaseURL, "database-url", "", "start the relay on this PostgreSQL database instead of SQLite")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
+	f.IntVar(&c.Rounds, "rounds", 1, "repeat the measurement this many times, interleaved, and report medians")
 	return cmd
 }
 
@@ -94,26 +102,70 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if c.Events < 1 || c.Clients < 1 {
-		return fmt.Errorf("--events and --clients must be positive")
+	if c.Events < 1 || c.Clients < 1 || c.Rounds < 1 {
+		return fmt.Errorf("--events, --clients and --rounds must be positive")
 	}
 	runs := []int{0}
 	if c.CompareOneTx {
 		runs = append(runs, 1)
 	}
-	var results []benchResult
-	for _, maxBatch := range runs {
-		res, err := benchOnce(ctx, c, maxBatch)
-		if err != nil {
-			return err
+	results := make([][]benchResult, len(runs))
+	for range c.Rounds {
+		for i, maxBatch := range runs {
+			res, err := benchOnce(ctx, c, maxBatch)
+			if err != nil {
+				return err
+			}
+			results[i] = append(results[i], res)
+			printBench(out, c.JSON, res)
 		}
-		results = append(results, res)
-		printBench(out, c.JSON, res)
 	}
-	if len(results) == 2 && results[1].EventsPerSecond > 0 {
-		fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", results[0].EventsPerSecond/results[1].EventsPerSecond)
+	med := make([]benchResult, len(runs))
+	for i, rs := range results {
+		med[i] = medianBench(rs)
+		if c.Rounds > 1 {
+			printBench(out, c.JSON, med[i])
+		}
+	}
+	if len(med) == 2 && med[1].EventsPerSecond > 0 {
+		fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", med[0].EventsPerSecond/med[1].EventsPerSecond)
 	}
 	return nil
+}
+
+// medianBench is the median of each figure over rounds of one
+// configuration, labelled as such; Errors is the total.
+func medianBench(rs []benchResult) benchResult {
+	m := rs[0]
+	if len(rs) == 1 {
+		return m
+	}
+	median := func(f func(benchResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	m.Label = fmt.Sprintf("%s, median of %d rounds", rs[0].Label, len(rs))
+	m.Rounds = len(rs)
+	m.EventsPerSecond = median(func(r benchResult) float64 { return r.EventsPerSecond })
+	m.P50Millis = median(func(r benchResult) float64 { return r.P50Millis })
+	m.P99Millis = median(func(r benchResult) float64 { return r.P99Millis })
+	m.ServerCPUMicros = median(func(r benchResult) float64 { return r.ServerCPUMicros })
+	m.LoadCPUMicros = median(func(r benchResult) float64 { return r.LoadCPUMicros })
+	m.MachineBusy = median(func(r benchResult) float64 { return r.MachineBusy })
+	m.CeilingPerSec = median(func(r benchResult) float64 { return r.CeilingPerSec })
+	m.RatioToCeiling = median(func(r benchResult) float64 { return r.RatioToCeiling })
+	m.Errors = 0
+	for _, r := range rs {
+		m.Errors += r.Errors
+	}
+	return m
 }
 
 func printBench(out io.Writer, asJSON bool, r benchResult) {
