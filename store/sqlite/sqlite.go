@@ -536,6 +536,11 @@ type txn struct {
 	now    time.Time
 	staged []func()
 	log    *slog.Logger
+	// wrote is set once the running job issues a statement that may write
+	// (anything but a SELECT); failed keeps the first error a statement
+	// returned. The batch reads both after each job (batch.runOne).
+	wrote  bool
+	failed error
 }
 
 // onRelease stages f to run once the job has succeeded (its savepoint
@@ -543,13 +548,22 @@ type txn struct {
 func (t *txn) onRelease(f func()) { t.staged = append(t.staged, f) }
 
 func (t *txn) exec(q string, args ...any) (sql.Result, error) {
+	t.wrote = true
+	var r sql.Result
+	var err error
 	if s, ok := t.st[q]; ok {
-		return t.tx.StmtContext(t.ctx, s).ExecContext(t.ctx, args...)
+		r, err = t.tx.StmtContext(t.ctx, s).ExecContext(t.ctx, args...)
+	} else {
+		r, err = t.tx.ExecContext(t.ctx, q, args...)
 	}
-	return t.tx.ExecContext(t.ctx, q, args...)
+	t.fail(err)
+	return r, err
 }
 
+// queryRow runs q; its error surfaces from Scan (and is not recorded in
+// failed).
 func (t *txn) queryRow(q string, args ...any) *sql.Row {
+	t.wrote = t.wrote || mayWrite(q)
 	if s, ok := t.st[q]; ok {
 		return t.tx.StmtContext(t.ctx, s).QueryRowContext(t.ctx, args...)
 	}
@@ -557,10 +571,29 @@ func (t *txn) queryRow(q string, args ...any) *sql.Row {
 }
 
 func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
+	t.wrote = t.wrote || mayWrite(q)
+	var rows *sql.Rows
+	var err error
 	if s, ok := t.st[q]; ok {
-		return t.tx.StmtContext(t.ctx, s).QueryContext(t.ctx, args...)
+		rows, err = t.tx.StmtContext(t.ctx, s).QueryContext(t.ctx, args...)
+	} else {
+		rows, err = t.tx.QueryContext(t.ctx, q, args...)
 	}
-	return t.tx.QueryContext(t.ctx, q, args...)
+	t.fail(err)
+	return rows, err
+}
+
+// fail records err as the first failure of the running job's statements.
+func (t *txn) fail(err error) {
+	if err != nil && t.failed == nil {
+		t.failed = err
+	}
+}
+
+// mayWrite reports whether q is anything but a plain SELECT (a DELETE …
+// RETURNING runs through query too).
+func mayWrite(q string) bool {
+	return !strings.HasPrefix(strings.TrimLeft(q, " \t\n"), "SELECT")
 }
 
 // writerStatements are prepared once on the writer connection at Open.

@@ -220,13 +220,18 @@ func (b *batch) run(j *job) {
 	}
 	t := b.t
 	if !b.safe {
-		t.staged = t.staged[:0]
-		if err := runJob(j, t); err != nil {
+		err := b.runOne(j)
+		switch {
+		case err == nil:
+			for _, f := range t.staged {
+				f()
+			}
+		case refusal(err) && !t.wrote:
+			// Refused before it wrote anything (appendTx and
+			// ReconcileLineage decide refusals first): nothing to undo.
+			b.errs[i] = err
+		default:
 			b.replay()
-			return
-		}
-		for _, f := range t.staged {
-			f()
 		}
 		return
 	}
@@ -234,8 +239,7 @@ func (b *batch) run(j *job) {
 		b.fail(err)
 		return
 	}
-	t.staged = t.staged[:0]
-	if err := runJob(j, t); err != nil {
+	if err := b.runOne(j); err != nil {
 		b.errs[i] = err
 		t.staged = t.staged[:0]
 		if !refusal(err) {
@@ -255,6 +259,26 @@ func (b *batch) run(j *job) {
 	for _, f := range t.staged {
 		f()
 	}
+}
+
+// runOne runs j on the batch's transaction with a fresh receipt clock and
+// staging list. A job that returns nil although one of its statements
+// failed (SQLite may have rolled the whole transaction back, say on a full
+// disk, leaving later statements to run in autocommit) fails with
+// ErrUnavailable.
+func (b *batch) runOne(j *job) error {
+	t := b.t
+	t.now = time.Now()
+	t.staged, t.wrote, t.failed = t.staged[:0], false, nil
+	err := runJob(j, t)
+	if err == nil && t.failed != nil {
+		b.db.logger.Error("sqlite job ignored a statement's failure", "err", t.failed)
+		err = fmt.Errorf("a statement failed: %w", store.ErrUnavailable)
+	}
+	if err != nil {
+		t.staged = t.staged[:0]
+	}
+	return err
 }
 
 // commit commits the batch (synchronous=FULL: the WAL is synced when

@@ -1,0 +1,279 @@
+package sqlite
+
+// Edge cases of the group committer's replay (writer.go, batch): every job
+// is answered exactly once, and nothing of a failed job stays stored.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/storetest"
+)
+
+// answer reads a job's one answer and checks no second one follows.
+func answer(t *testing.T, j *job) error {
+	t.Helper()
+	var err error
+	select {
+	case err = <-j.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("job never answered")
+	}
+	select {
+	case e := <-j.done:
+		t.Fatalf("job answered twice: %v", e)
+	default:
+	}
+	return err
+}
+
+func appendJobCtx(ctx context.Context, ev *eventAndBytes, res *store.AppendResult, after func(*txn) error) *job {
+	return &job{ctx: ctx, done: make(chan error, 1), run: func(t *txn) error {
+		in, err := newAppendInput(ev.ev, ev.c)
+		if err != nil {
+			return err
+		}
+		if *res, err = appendTx(t, in); err != nil {
+			return err
+		}
+		if after != nil {
+			return after(t)
+		}
+		return nil
+	}}
+}
+
+func setupWriterTest(t *testing.T) (*DB, *storetest.Signer, string) {
+	ctx := context.Background()
+	db := openInternal(t, filepath.Join(t.TempDir(), "r.db"))
+	p, err := db.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, storetest.NewSigner(t, p.ID).Register(t, db), p.ID
+}
+
+// A job that succeeded unguarded, whose ctx then ends, is skipped by the
+// replay: it is answered ctx's error and nothing of it is stored.
+func TestReplaySkipsJobWhoseContextEnded(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	cctx, cancel := context.WithCancel(context.Background())
+	a, bad, c := newEvent(t, s, "a"), newEvent(t, s, "bad"), newEvent(t, s, "c")
+	var ra, rb, rc store.AppendResult
+	boom := fmt.Errorf("boom: %w", store.ErrUnavailable)
+	ja := appendJobCtx(cctx, a, &ra, nil)
+	jb := appendJobCtx(context.Background(), bad, &rb, func(*txn) error { return boom })
+	jc := appendJobCtx(context.Background(), c, &rc, nil)
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	cancel()
+	b.run(jb)
+	b.run(jc)
+	b.commit()
+	db.wmu.Unlock()
+	if err := answer(t, ja); !errors.Is(err, context.Canceled) {
+		t.Errorf("a: %v", err)
+	}
+	if err := answer(t, jb); !errors.Is(err, boom) {
+		t.Errorf("bad: %v", err)
+	}
+	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
+		t.Errorf("c: %v at %d", err, rc.Record.ReceivedSeq)
+	}
+	wantLog(t, db, pid, []string{c.ev.ID})
+}
+
+// A job that panics after writing, unguarded: replayed, it gets its own
+// error and the others commit.
+func TestReplayIsolatesPanicAfterWrite(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	a, bad, c := newEvent(t, s, "a"), newEvent(t, s, "bad"), newEvent(t, s, "c")
+	var ra, rb, rc store.AppendResult
+	ja := appendJobCtx(context.Background(), a, &ra, nil)
+	jb := appendJobCtx(context.Background(), bad, &rb, func(*txn) error { panic("kaboom") })
+	jc := appendJobCtx(context.Background(), c, &rc, nil)
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	b.run(jb)
+	b.run(jc)
+	b.commit()
+	db.wmu.Unlock()
+	if err := answer(t, ja); err != nil {
+		t.Errorf("a: %v", err)
+	}
+	if err := answer(t, jb); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("bad: %v", err)
+	}
+	if err := answer(t, jc); err != nil {
+		t.Errorf("c: %v", err)
+	}
+	wantLog(t, db, pid, []string{a.ev.ID, c.ev.ID})
+	// the state is right afterwards
+	d := newEvent(t, s, "d")
+	if res, err := db.Append(context.Background(), d.ev, d.c); err != nil || res.Record.ReceivedSeq != 3 {
+		t.Fatalf("d: %v at %d", err, res.Record.ReceivedSeq)
+	}
+}
+
+// BEGIN fails during the replay: every job is answered exactly once with
+// ErrUnavailable, later jobs of the batch too, and nothing is stored.
+func TestReplayBeginFails(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	a, bad, c := newEvent(t, s, "a"), newEvent(t, s, "bad"), newEvent(t, s, "c")
+	var ra, rb, rc store.AppendResult
+	closed, _ := sql.Open("sqlite", ":memory:")
+	closed.Close()
+	orig := db.w
+	boom := fmt.Errorf("boom: %w", store.ErrUnavailable)
+	ja := appendJobCtx(context.Background(), a, &ra, nil)
+	jb := appendJobCtx(context.Background(), bad, &rb, func(*txn) error { db.w = closed; return boom })
+	jc := appendJobCtx(context.Background(), c, &rc, nil)
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	b.run(jb)
+	db.w = orig
+	b.run(jc)
+	b.commit()
+	db.wmu.Unlock()
+	for i, j := range []*job{ja, jb, jc} {
+		if err := answer(t, j); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("job %d: %v", i, err)
+		}
+	}
+	wantLog(t, db, pid, nil)
+	d := newEvent(t, s, "d")
+	if res, err := db.Append(context.Background(), d.ev, d.c); err != nil || res.Record.ReceivedSeq != 1 {
+		t.Fatalf("d: %v at %d", err, res.Record.ReceivedSeq)
+	}
+}
+
+// The transaction breaks in the middle of the replay (a job ends it):
+// fail answers the jobs replayed so far, the rest get the same answer.
+func TestReplayTransactionBreaks(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	evs := []*eventAndBytes{newEvent(t, s, "0"), newEvent(t, s, "1"), newEvent(t, s, "2"), newEvent(t, s, "3")}
+	res := make([]store.AppendResult, 4)
+	boom := fmt.Errorf("boom: %w", store.ErrUnavailable)
+	runs := 0
+	jobs := []*job{
+		appendJobCtx(context.Background(), evs[0], &res[0], nil),
+		appendJobCtx(context.Background(), evs[1], &res[1], func(t *txn) error {
+			runs++
+			if runs == 2 { // in the replay: end the transaction behind the batch's back
+				_, err := t.exec("ROLLBACK")
+				return err
+			}
+			return nil
+		}),
+		appendJobCtx(context.Background(), evs[2], &res[2], func(*txn) error { return boom }),
+		appendJobCtx(context.Background(), evs[3], &res[3], nil),
+	}
+	db.wmu.Lock()
+	b := db.beginBatch()
+	for _, j := range jobs {
+		b.run(j)
+	}
+	b.commit()
+	db.wmu.Unlock()
+	for i, j := range jobs {
+		err := answer(t, j)
+		t.Logf("job %d: %v", i, err)
+		if err == nil {
+			t.Errorf("job %d succeeded", i)
+		}
+	}
+	wantLog(t, db, pid, nil)
+}
+
+// A refusal decided before the job wrote anything (a sender that is not
+// registered) is answered without replaying the batch, and the jobs around
+// it commit.
+func TestRefusalBeforeWriteDoesNotReplay(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	stranger := storetest.NewSigner(t, pid)
+	a, bad, c := newEvent(t, s, "a"), newEvent(t, stranger, "bad"), newEvent(t, s, "c")
+	var ra, rb, rc store.AppendResult
+	ja := appendJobCtx(context.Background(), a, &ra, nil)
+	jb := appendJobCtx(context.Background(), bad, &rb, nil)
+	jc := appendJobCtx(context.Background(), c, &rc, nil)
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	b.run(jb)
+	if b.safe {
+		t.Error("a refusal before any write replayed the batch")
+	}
+	b.run(jc)
+	b.commit()
+	db.wmu.Unlock()
+	if err := answer(t, ja); err != nil || ra.Record.ReceivedSeq != 1 {
+		t.Errorf("a: %v at %d", err, ra.Record.ReceivedSeq)
+	}
+	if err := answer(t, jb); !errors.Is(err, store.ErrSenderNotActive) {
+		t.Errorf("bad: %v, want ErrSenderNotActive", err)
+	}
+	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 2 {
+		t.Errorf("c: %v at %d", err, rc.Record.ReceivedSeq)
+	}
+	wantLog(t, db, pid, []string{a.ev.ID, c.ev.ID})
+}
+
+// A job that returns nil although one of its statements failed (SQLite may
+// have rolled the transaction back under it) is answered ErrUnavailable,
+// and nothing of it is stored; the job after it commits.
+func TestSwallowedStatementFailure(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	a, c := newEvent(t, s, "a"), newEvent(t, s, "c")
+	var ra, rc store.AppendResult
+	ja := appendJobCtx(context.Background(), a, &ra, func(t *txn) error {
+		_, _ = t.exec("INSERT INTO no_such_table VALUES (1)") // fails; ignored
+		return nil
+	})
+	jc := appendJobCtx(context.Background(), c, &rc, nil)
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	b.run(jc)
+	b.commit()
+	db.wmu.Unlock()
+	if err := answer(t, ja); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a: %v, want ErrUnavailable", err)
+	}
+	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
+		t.Errorf("c: %v at %d, want success at 1", err, rc.Record.ReceivedSeq)
+	}
+	wantLog(t, db, pid, []string{c.ev.ID})
+}
+
+// A refusal after the job wrote (the job interface allows it) replays the
+// batch, so the refused job's writes are rolled back even when no other
+// job follows it.
+func TestRefusalAfterWriteIsRolledBack(t *testing.T) {
+	db, s, pid := setupWriterTest(t)
+	a := newEvent(t, s, "refused after its insert")
+	var ra store.AppendResult
+	ja := appendJobCtx(context.Background(), a, &ra, func(*txn) error {
+		return fmt.Errorf("refused after the insert: %w", store.ErrNotFound)
+	})
+	db.wmu.Lock()
+	b := db.beginBatch()
+	b.run(ja)
+	if !b.safe {
+		t.Error("a refusal after a write did not replay the batch")
+	}
+	b.commit()
+	db.wmu.Unlock()
+	if err := answer(t, ja); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a: %v, want its refusal", err)
+	}
+	wantLog(t, db, pid, nil)
+}
