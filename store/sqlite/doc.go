@@ -17,7 +17,7 @@
 //
 // Clock: created_at and lineage_changed_at come from the database clock,
 // strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with milliseconds. received_at
-// is the system clock read once per group-commit batch, at millisecond
+// is the system clock read as each append runs in its batch, at millisecond
 // precision, and never earlier than the project's previous receipt, so it
 // never decreases along received_seq (wstate.go, receiptTime).
 //

@@ -528,8 +528,8 @@ type txn struct {
 	ctx context.Context
 	tx  *sql.Tx
 	st  map[string]*sql.Stmt
-	// In a group-commit batch: the writer's remembered state, the batch's
-	// clock, and the changes to ws the running job applies once it has
+	// In a group-commit batch: the writer's remembered state, the running
+	// job's clock, and the changes to ws the running job applies once it has
 	// succeeded (its savepoint released, in a replayed batch). Nil ws
 	// outside batches (writeTx).
 	ws     *wstate

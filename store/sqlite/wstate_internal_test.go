@@ -121,7 +121,7 @@ func TestStaleReceiptCounterRecovers(t *testing.T) {
 	}
 }
 
-// TestReceiptTime: received_at is the batch clock at millisecond
+// TestReceiptTime: received_at is the append's clock at millisecond
 // precision in UTC, never before the project's previous receipt.
 func TestReceiptTime(t *testing.T) {
 	now := time.Date(2026, 7, 19, 12, 0, 0, 123_999_999, time.FixedZone("CEST", 2*3600))
