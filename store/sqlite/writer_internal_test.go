@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
@@ -276,4 +279,118 @@ func TestRefusalAfterWriteIsRolledBack(t *testing.T) {
 		t.Errorf("a: %v, want its refusal", err)
 	}
 	wantLog(t, db, pid, nil)
+}
+
+// TestBatchProperty: for any mix of appends that succeed, refuse before
+// or after writing, fail after writing, panic after writing, ignore a
+// failed statement, or whose context has ended, one batch answers every
+// job exactly once with its own outcome, stores exactly the successful
+// appends in job order with consecutive receipts, and leaves the writer's
+// remembered state right (the next append takes the next receipt).
+func TestBatchProperty(t *testing.T) {
+	ctx := context.Background()
+	db := openInternal(t, filepath.Join(t.TempDir(), "property.db"))
+	kinds := []string{"ok", "ok", "ok", "refuse-before", "refuse-after", "fail-after", "panic-after", "swallow", "ctx-done"}
+	rapid.Check(t, func(rt *rapid.T) {
+		p, err := db.CreateProject(ctx, storetest.NewUUID())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		s := storetest.NewSigner(t, p.ID).Register(t, db)
+		stranger := storetest.NewSigner(t, p.ID)
+		plan := rapid.SliceOfN(rapid.SampledFrom(kinds), 1, 12).Draw(rt, "jobs")
+		refused := fmt.Errorf("refused after the insert: %w", store.ErrNotFound)
+		failed := fmt.Errorf("failed after the insert: %w", store.ErrUnavailable)
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		jobs := make([]*job, len(plan))
+		results := make([]store.AppendResult, len(plan))
+		var want []string
+		for i, kind := range plan {
+			signer, jctx := s, ctx
+			var after func(*txn) error
+			switch kind {
+			case "refuse-before":
+				signer = stranger
+			case "refuse-after":
+				after = func(*txn) error { return refused }
+			case "fail-after":
+				after = func(*txn) error { return failed }
+			case "panic-after":
+				after = func(*txn) error { panic("after the insert") }
+			case "swallow":
+				after = func(t *txn) error {
+					_, _ = t.exec("INSERT INTO no_such_table VALUES (1)")
+					return nil
+				}
+			case "ctx-done":
+				jctx = ended
+			}
+			ev := newEvent(t, signer, fmt.Sprintf("job %d: %s", i, kind))
+			jobs[i] = appendJobCtx(jctx, ev, &results[i], after)
+			if kind == "ok" {
+				want = append(want, ev.ev.ID)
+			}
+		}
+		db.wmu.Lock()
+		b := db.beginBatch()
+		for _, j := range jobs {
+			b.run(j)
+		}
+		b.commit()
+		db.wmu.Unlock()
+
+		seq := int64(0)
+		for i, kind := range plan {
+			var err error
+			select {
+			case err = <-jobs[i].done:
+			default:
+				rt.Fatalf("job %d (%s) was not answered", i, kind)
+			}
+			select {
+			case e := <-jobs[i].done:
+				rt.Fatalf("job %d (%s) answered twice: %v", i, kind, e)
+			default:
+			}
+			var ok bool
+			switch kind {
+			case "ok":
+				seq++
+				ok = err == nil && results[i].Record.ReceivedSeq == seq
+			case "refuse-before":
+				ok = errors.Is(err, store.ErrSenderNotActive)
+			case "refuse-after":
+				ok = errors.Is(err, store.ErrNotFound)
+			case "fail-after":
+				ok = errors.Is(err, failed)
+			case "panic-after", "swallow":
+				ok = errors.Is(err, store.ErrUnavailable)
+			case "ctx-done":
+				ok = errors.Is(err, context.Canceled)
+			}
+			if !ok {
+				rt.Fatalf("job %d (%s): %v at %d", i, kind, err, results[i].Record.ReceivedSeq)
+			}
+		}
+		page, err := db.Events(ctx, store.EventQuery{ProjectID: p.ID, RepositoryID: "repo-1", Limit: 100})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var got []string
+		for i, r := range page.Records {
+			if r.ReceivedSeq != int64(i+1) {
+				rt.Fatalf("record %d at %d", i, r.ReceivedSeq)
+			}
+			got = append(got, r.EventID)
+		}
+		if !slices.Equal(got, want) {
+			rt.Fatalf("stored %q, want %q", got, want)
+		}
+		next := newEvent(t, s, "next")
+		res, err := db.Append(ctx, next.ev, next.c)
+		if err != nil || res.Record.ReceivedSeq != int64(len(want)+1) {
+			rt.Fatalf("next append: %v at %d, want %d", err, res.Record.ReceivedSeq, len(want)+1)
+		}
+	})
 }
