@@ -227,23 +227,10 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 // receipts, and each job gets its own answer.
 func TestBatchReplaysWithSavepoints(t *testing.T) {
 	ctx := context.Background()
-	db := openInternal(t, filepath.Join(t.TempDir(), "replay.db"))
-	p, err := db.CreateProject(ctx, storetest.NewUUID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := storetest.NewSigner(t, p.ID).Register(t, db)
+	db, s, pid := setupWriterTest(t)
+	p := store.Project{ID: pid}
 	appendJob := func(ev *eventAndBytes, res *store.AppendResult, after error) *job {
-		return &job{ctx: ctx, done: make(chan error, 1), run: func(t *txn) error {
-			in, err := newAppendInput(ev.ev, ev.c)
-			if err != nil {
-				return err
-			}
-			if *res, err = appendTx(t, in); err != nil {
-				return err
-			}
-			return after
-		}}
+		return appendJobCtx(ctx, ev, res, func(*txn) error { return after })
 	}
 	first, bad, last := newEvent(t, s, "first"), newEvent(t, s, "fails after its insert"), newEvent(t, s, "last")
 	var firstRes, badRes, lastRes store.AppendResult
