@@ -21,12 +21,14 @@ type storeConfig struct {
 	DatabaseURL    string
 	SQLiteMaxBatch int
 	SQLiteSync     string
+	SQLiteWAL      string
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
 	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", envInt("ACRELAY_SQLITE_MAX_BATCH", 128), "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
 	cmd.Flags().StringVar(&c.SQLiteSync, "sqlite-sync", envOr("ACRELAY_SQLITE_SYNC", "fdatasync"), "system call SQLite commits with: fdatasync (as SQLite's Linux builds; same durability) or fsync (ACRELAY_SQLITE_SYNC)")
+	cmd.Flags().StringVar(&c.SQLiteWAL, "sqlite-wal-writes", envOr("ACRELAY_SQLITE_WAL_WRITES", "gathered"), "how the SQLite writer writes the WAL: gathered (a commit's frames in one write; Linux) or direct (each frame as SQLite issues it); same durability (ACRELAY_SQLITE_WAL_WRITES)")
 	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
 }
 
@@ -55,10 +57,13 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	default:
 		return nil, fmt.Errorf("--sqlite-sync %q: want fdatasync or fsync", c.SQLiteSync)
 	}
+	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
+		return nil, fmt.Errorf("--sqlite-wal-writes %q: want gathered or direct", c.SQLiteWAL)
+	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch})
+	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct"})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}

@@ -36,6 +36,12 @@ type Options struct {
 	// commit); 0 means 128. 1 gives one transaction per event, for
 	// comparison only.
 	MaxBatch int
+	// DirectWALWrites makes the writer write each WAL frame as SQLite
+	// issues it (two pwrite(2)s a frame) instead of gathering a commit's
+	// frames into one write (see gatherVFSName); for comparison, or a
+	// file system where the gathering VFS misbehaves. Durability is the
+	// same either way.
+	DirectWALWrites bool
 	// BusyTimeout bounds how long a statement waits for a lock held by
 	// another process; 0 means 5s.
 	BusyTimeout time.Duration
@@ -116,7 +122,18 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	// wal_autocheckpoint(0): commits never run a checkpoint (and its fsync
 	// of the database file) inline; checkpointLoop does it on its own
 	// connection, concurrently with appends, which WAL mode allows.
-	w, err := sql.Open("sqlite", path+"?"+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_pragma=mmap_size(%d)&_txlock=immediate", walSizeLimit, writerCacheKiB, writerMmapBytes))
+	vfs := ""
+	if !opts.DirectWALWrites {
+		name, err := gatherVFSRegistered()
+		if err != nil {
+			return nil, mapErr("open sqlite", err)
+		}
+		if name != "" {
+			vfs = "vfs=" + name + "&"
+		}
+	}
+	// synchronous(FULL) is what makes the gathering VFS safe (its doc).
+	w, err := sql.Open("sqlite", path+"?"+vfs+common+fmt.Sprintf("&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_pragma=mmap_size(%d)&_txlock=immediate", walSizeLimit, writerCacheKiB, writerMmapBytes))
 	if err != nil {
 		return nil, mapErr("open sqlite", err)
 	}
