@@ -141,6 +141,18 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
+	// The gathering VFS is safe only if every commit syncs the WAL before
+	// SQLite publishes it (synchronous=FULL or EXTRA); check what the DSN
+	// gave the connection.
+	var syncLevel int
+	err = w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncLevel)
+	if err == nil && syncLevel < 2 {
+		err = fmt.Errorf("the writer connection runs synchronous=%d, want 2 (FULL)", syncLevel)
+	}
+	if err != nil {
+		w.Close()
+		return nil, mapErr("open sqlite", err)
+	}
 	if err := migrate(ctx, w, logger); err != nil {
 		w.Close()
 		return nil, err

@@ -54,8 +54,11 @@ var (
 	gatherVFS lib.Tsqlite3_vfs
 	baseOpen  uintptr // the default VFS's xOpen
 
-	walMethods lib.Tsqlite3_io_methods // for WAL files
-	dbMethods  lib.Tsqlite3_io_methods // for database files
+	// The wrapped method tables, made from the first file's default
+	// methods (walBase, dbBase); a file with other default methods is
+	// left alone.
+	walMethods, dbMethods lib.Tsqlite3_io_methods
+	walBase, dbBase       *lib.Tsqlite3_io_methods
 
 	// gathered counts the WAL writes SQLite issued through the VFS, and
 	// written the pwrite(2)s that carried them; read by tests.
@@ -75,7 +78,12 @@ type walFile struct {
 	fd   int
 	buf  []byte
 	off  int64
-	db   *dbFile // the database file it belongs to, once both are open
+	db   *dbFile // the database file it belongs to
+	// failed is set when gathered bytes could not be written: SQLite
+	// already counts them as in the file (spilled frames of the open
+	// transaction may be read back), so every later call fails until the
+	// transaction gives up the write lock (dbShmLock).
+	failed bool
 }
 
 // dbFile is one open database file and the WAL file of the same
@@ -128,23 +136,35 @@ func gatherOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	defer gatherMu.Unlock()
 	switch {
 	case flags&lib.SQLITE_OPEN_WAL != 0:
-		w := &walFile{base: base, name: name, fd: int((*lib.TunixFile)(cptr(pFile)).Fh)}
-		for _, d := range dbFiles {
-			if d.tls == tls && d.name+"-wal" == name && d.wal == nil {
-				d.wal, w.db = w, d
+		// Gather only for a WAL whose database file (same connection,
+		// same name) flushes it at every lock change, and whose methods
+		// are the ones walMethods wraps; any other keeps the default
+		// methods.
+		var d *dbFile
+		for _, c := range dbFiles {
+			if c.tls == tls && c.name+"-wal" == name && c.wal == nil {
+				d = c
 				break
 			}
 		}
-		walFiles[pFile] = w
-		if walMethods.FiVersion == 0 {
-			walMethods = gatherWALMethods(base)
+		if d == nil || walBase != nil && walBase != base {
+			return rc
 		}
+		if walBase == nil {
+			walBase, walMethods = base, gatherWALMethods(base)
+		}
+		w := &walFile{base: base, name: name, fd: int((*lib.TunixFile)(cptr(pFile)).Fh), db: d}
+		d.wal = w
+		walFiles[pFile] = w
 		f.FpMethods = uintptr(unsafe.Pointer(&walMethods))
 	case flags&lib.SQLITE_OPEN_MAIN_DB != 0 && base.FiVersion >= 2:
-		dbFiles[pFile] = &dbFile{base: base, name: name, tls: tls}
-		if dbMethods.FiVersion == 0 {
-			dbMethods = flushingDBMethods(base)
+		if dbBase != nil && dbBase != base {
+			return rc // another locking style (nolock=1, say): not wrapped, so its WAL never gathers
 		}
+		if dbBase == nil {
+			dbBase, dbMethods = base, flushingDBMethods(base)
+		}
+		dbFiles[pFile] = &dbFile{base: base, name: name, tls: tls}
 		f.FpMethods = uintptr(unsafe.Pointer(&dbMethods))
 	}
 	return rc
@@ -191,20 +211,26 @@ func dbOf(pFile uintptr) *dbFile {
 	return d
 }
 
-// flush writes what w gathered, with its own pwrite(2)s: SQLite's write
-// path caps one call at 128 KiB.
+// flush writes what w gathered, with its own pwrite(2)s (SQLite's write
+// path caps one call at 128 KiB). A failure is SQLITE_IOERR_WRITE, even
+// for ENOSPC: an I/O error makes SQLite roll the whole transaction back,
+// where SQLITE_FULL from a read would roll back only the statement and
+// let the transaction commit without the bytes. It sticks (w.failed).
 func (w *walFile) flush() int32 {
+	if w.failed {
+		w.buf = w.buf[:0]
+		return lib.SQLITE_IOERR_WRITE
+	}
 	b, off := w.buf, w.off
 	w.buf = w.buf[:0]
 	for len(b) > 0 {
 		n, err := syscall.Pwrite(w.fd, b, off)
 		written.Add(1)
-		switch {
-		case err == syscall.EINTR:
+		if err == syscall.EINTR {
 			continue
-		case err == syscall.ENOSPC || err == nil && n == 0:
-			return lib.SQLITE_FULL
-		case err != nil:
+		}
+		if err != nil || n == 0 {
+			w.failed = true
 			return lib.SQLITE_IOERR_WRITE
 		}
 		b, off = b[n:], off+int64(n)
@@ -214,6 +240,9 @@ func (w *walFile) flush() int32 {
 
 func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
 	w := walOf(pFile)
+	if w.failed {
+		return lib.SQLITE_IOERR_WRITE
+	}
 	if len(w.buf) > 0 && (iOfst != w.off+int64(len(w.buf)) || len(w.buf)+int(iAmt) > gatherMax) {
 		if rc := w.flush(); rc != lib.SQLITE_OK {
 			return rc
@@ -285,29 +314,55 @@ func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 
 	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&w.base.FxFileControl)))(tls, pFile, op, pArg)
 }
 
-// flushWAL writes the gathered bytes of d's WAL file, if it has one.
-func (d *dbFile) flushWAL() int32 {
+// walOfDB is d's WAL file, or nil.
+func (d *dbFile) walOfDB() *walFile {
 	gatherMu.Lock()
 	w := d.wal
 	gatherMu.Unlock()
-	if w == nil {
-		return lib.SQLITE_OK
-	}
-	return w.flush()
+	return w
 }
 
+// flushWAL writes the gathered bytes of d's WAL file, if it has one.
+func (d *dbFile) flushWAL() int32 {
+	if w := d.walOfDB(); w != nil {
+		return w.flush()
+	}
+	return lib.SQLITE_OK
+}
+
+// walWriteLock is SQLite's WAL_WRITE_LOCK, the first shared-memory lock.
+const walWriteLock = 0
+
+// dbShmLock writes the gathered WAL bytes before a lock is taken or given
+// up, with one exception. When the write lock is given up, bytes still
+// gathered belong to a transaction that rolled back (a commit's xSync, or
+// at the latest its barrier, wrote everything before it was published), so
+// they are dropped, and a failure that stuck to the WAL is cleared: the
+// next transaction starts afresh. An unlock always reaches the default
+// method, whatever a flush returned, so a lock is never left held.
 func dbShmLock(tls *libc.TLS, pFile uintptr, offset, n, flags int32) int32 {
 	d := dbOf(pFile)
-	if rc := d.flushWAL(); rc != lib.SQLITE_OK {
-		return rc
+	unlock := flags&lib.SQLITE_SHM_UNLOCK != 0
+	if w := d.walOfDB(); w != nil {
+		switch {
+		case unlock && offset == walWriteLock:
+			w.buf, w.failed = w.buf[:0], false
+		case unlock:
+			w.flush() // a failure sticks to w
+		default:
+			if rc := w.flush(); rc != lib.SQLITE_OK {
+				return rc
+			}
+		}
 	}
 	return (*(*func(*libc.TLS, uintptr, int32, int32, int32) int32)(unsafe.Pointer(&d.base.FxShmLock)))(tls, pFile, offset, n, flags)
 }
 
-// dbShmBarrier cannot fail. With synchronous=FULL, the only setting the
-// writer runs with, the commit's xSync has written (or failed, and so
+// dbShmBarrier cannot fail. With synchronous=FULL, which OpenWith checks
+// the writer runs with, the commit's xSync has written (or failed, and so
 // failed the commit) everything gathered before SQLite reaches the barrier
-// that publishes it, so the flush here finds nothing to write.
+// that publishes it, so the flush here finds nothing to write; a failure
+// would stick to the WAL all the same.
 func dbShmBarrier(tls *libc.TLS, pFile uintptr) {
 	d := dbOf(pFile)
 	d.flushWAL()

@@ -7,9 +7,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/acrelay/acrelay/store/storetest"
 )
@@ -61,7 +66,7 @@ func openGathered(t *testing.T, path string) *sql.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite", path+"?vfs="+name+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=cache_size(-256)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", path+"?vfs="+name+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=cache_size(-256)&_pragma=busy_timeout(500)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +77,7 @@ func openGathered(t *testing.T, path string) *sql.DB {
 
 func openPlain(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(500)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +276,415 @@ func TestGatheredBytesWrittenAtLockChange(t *testing.T) {
 	}
 	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() != w.off+4120 {
 		t.Fatalf("WAL size after the flush: %v, %v; want %d", fi.Size(), err, w.off+4120)
+	}
+}
+
+// gatheredWAL is the gathering VFS's state of path's WAL file.
+func gatheredWAL(t *testing.T, path string) *walFile {
+	t.Helper()
+	var w *walFile
+	gatherMu.Lock()
+	for _, f := range walFiles {
+		if f.name == path+"-wal" {
+			w = f
+		}
+	}
+	gatherMu.Unlock()
+	if w == nil {
+		t.Fatal("the WAL file is not open through the gathering VFS")
+	}
+	return w
+}
+
+// diskFull swaps w's descriptor for one on /dev/full (every write fails
+// with ENOSPC) until the returned function restores it.
+func diskFull(t *testing.T, w *walFile) (restore func()) {
+	t.Helper()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	good := w.fd
+	w.fd = int(full.Fd())
+	return func() { w.fd = good; full.Close() }
+}
+
+// TestGatheredLateWriteFailureRollsBack: frames spilled by an open
+// transaction are still gathered when a later read finds the disk full.
+// SQLite already counts them as written, so the transaction must not
+// commit without them: the failure is an I/O error (which rolls the whole
+// transaction back), not SQLITE_FULL (which would roll back only the
+// statement, and writer.go's replay would then commit the rest).
+func TestGatheredLateWriteFailureRollsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "enospc.db")
+	g := openGathered(t, path)
+	for _, q := range []string{
+		"CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)",
+		"CREATE TABLE u (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)",
+	} {
+		if _, err := g.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blob := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8), 0x5a}, 1000) }
+	const rows = 600 // ~1.8 MiB against a 256 KiB cache
+	tx, err := g.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for i := range rows {
+		if _, err := tx.Exec("INSERT INTO t VALUES (?, ?)", i, blob(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := gatheredWAL(t, path)
+	if len(w.buf) == 0 {
+		t.Fatal("no spilled frames are gathered: the test does not reach its case")
+	}
+	restore := diskFull(t, w)
+	if _, err := tx.Exec("SAVEPOINT a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec("INSERT INTO u SELECT id, length(b) FROM t") // reads the spilled pages back
+	restore()
+	if err == nil {
+		t.Fatal("a statement succeeded although the transaction's frames could not be written")
+	}
+	// What writer.go does with a failed job in a replayed batch.
+	committed := false
+	if _, err := tx.Exec("ROLLBACK TO a"); err == nil {
+		if _, err := tx.Exec("RELEASE a"); err == nil {
+			committed = tx.Commit() == nil
+		}
+	}
+	if committed {
+		t.Fatal("the transaction committed after its gathered bytes were lost")
+	}
+	tx.Rollback() // hands the connection back to the pool
+	fresh := openPlain(t, path)
+	integrityOK(t, fresh)
+	var n int
+	if err := fresh.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows of the failed transaction: %d, %v", n, err)
+	}
+	// The disk has room again: the connection writes.
+	if _, err := g.Exec("INSERT INTO t VALUES (1, x'01')"); err != nil {
+		t.Fatalf("after the failure: %v", err)
+	}
+	integrityOK(t, g)
+}
+
+// TestGatheredUnlockAfterFailureReleasesLock: a transaction rolls back
+// with spilled frames gathered while the disk is full. Giving up the write
+// lock drops those bytes (they belong to the rolled-back transaction) and
+// always releases the lock: both this connection and another writer can
+// write afterwards.
+func TestGatheredUnlockAfterFailureReleasesLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "unlock.db")
+	g := openGathered(t, path)
+	p := openPlain(t, path)
+	if _, err := g.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		if _, err := g.Exec("INSERT INTO t VALUES (?, ?)", i, bytes.Repeat([]byte{'x'}, 3000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := g.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same-size rewrites: no page-count change, so the rollback reads
+	// nothing back before it gives up the write lock.
+	if _, err := tx.Exec("UPDATE t SET b = zeroblob(3000)"); err != nil {
+		t.Fatal(err)
+	}
+	w := gatheredWAL(t, path)
+	if len(w.buf) == 0 {
+		t.Fatal("no spilled frames are gathered: the test does not reach its case")
+	}
+	restore := diskFull(t, w)
+	rbErr := tx.Rollback()
+	restore()
+	if rbErr != nil {
+		t.Logf("rollback with the disk full: %v", rbErr)
+	}
+	if _, err := p.Exec("INSERT INTO t VALUES (1001, x'00')"); err != nil {
+		t.Fatalf("another writer after the rollback: %v", err)
+	}
+	if _, err := g.Exec("INSERT INTO t VALUES (1002, x'00')"); err != nil {
+		t.Fatalf("the gathered connection after the rollback: %v", err)
+	}
+	var n int
+	if err := p.QueryRow("SELECT count(*) FROM t WHERE b = zeroblob(3000)").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows of the rolled-back update: %d, %v", n, err)
+	}
+	integrityOK(t, p)
+}
+
+// openPool opens a pool of n connections on dsn, closed in Cleanup.
+func openPool(t *testing.T, dsn string, n int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(n)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestGatheredStress: a gathered writer committing and rolling back large
+// transactions (with spills and in-place frame rewrites), concurrent
+// readers checking contents inside their snapshots, checkpoints of every
+// mode from the writer and from another connection, a writer on the
+// default VFS (another process), closing and reopening; then integrity and
+// content checks. ACRELAY_GATHER_STRESS sets how long (default 2s).
+func TestGatheredStress(t *testing.T) {
+	if _, err := gatherVFSRegistered(); err != nil {
+		t.Fatal(err)
+	}
+	if testing.Short() {
+		t.Skip("a timed stress run; skipped with -short")
+	}
+	dur := 2 * time.Second
+	if s := os.Getenv("ACRELAY_GATHER_STRESS"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("ACRELAY_GATHER_STRESS: %v", err)
+		}
+		dur = d
+	}
+	path := filepath.Join(t.TempDir(), "stress.db")
+	vfsParam := "vfs=" + gatherVFSName + "&"
+	gdsn := path + "?" + vfsParam + "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(262144)&_pragma=cache_size(-300)&_txlock=immediate"
+	pdsn := path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
+	openW := func() *sql.DB {
+		db, err := sql.Open("sqlite", gdsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		return db
+	}
+	w := openW()
+	if _, err := w.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, ver INTEGER NOT NULL, b BLOB NOT NULL); CREATE TABLE meta (k INTEGER PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO meta VALUES (0, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	blob := func(id, ver int64) []byte {
+		n := 500 + int((id*7919+ver*104729)%3500)
+		b := make([]byte, n)
+		x := uint32(id*2654435761 + ver*40503 + 1)
+		for i := range b {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			b[i] = byte(x)
+		}
+		return b
+	}
+	r := openPool(t, pdsn+"&_pragma=query_only(1)", 3)
+	ck := openPool(t, pdsn, 1)
+	fw := openPool(t, pdsn+"&_txlock=immediate", 1) // a foreign writer, default VFS
+
+	var stop atomic.Bool
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	fail := func(format string, args ...any) {
+		failures.Add(1)
+		t.Errorf(format, args...)
+	}
+	var nextID atomic.Int64
+	nextID.Store(1)
+	// commit adds rows and bumps meta.n by the count; rolled-back ones don't.
+	work := func(db *sql.DB, rnd *rand.Rand, big bool) error {
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		k := 1 + rnd.Intn(20)
+		if big {
+			k = 100 + rnd.Intn(500)
+		}
+		start := nextID.Add(int64(k)) - int64(k)
+		for i := int64(0); i < int64(k); i++ {
+			id := start + i
+			if _, err := tx.Exec("INSERT INTO t VALUES (?, 0, ?)", id, blob(id, 0)); err != nil {
+				return err
+			}
+		}
+		// Rewrite some rows of this tx (frames already spilled are overwritten in place).
+		for i := 0; i < k/3; i++ {
+			id := start + int64(rnd.Intn(k))
+			var ver int64
+			if err := tx.QueryRow("SELECT ver FROM t WHERE id = ?", id).Scan(&ver); err != nil {
+				return err
+			}
+			if _, err := tx.Exec("UPDATE t SET ver = ?, b = ? WHERE id = ?", ver+1, blob(id, ver+1), id); err != nil {
+				return err
+			}
+		}
+		// Update some older rows too.
+		for i := 0; i < 3; i++ {
+			id := 1 + rnd.Int63n(start)
+			if _, err := tx.Exec("UPDATE t SET ver = ver + 1 WHERE id = ?", id); err != nil {
+				return err
+			}
+			var ver int64
+			if err := tx.QueryRow("SELECT ver FROM t WHERE id = ?", id).Scan(&ver); err != nil {
+				if err == sql.ErrNoRows {
+					continue
+				}
+				return err
+			}
+			if _, err := tx.Exec("UPDATE t SET b = ? WHERE id = ?", blob(id, ver), id); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec("UPDATE meta SET n = (SELECT count(*) FROM t) WHERE k = 0"); err != nil {
+			return err
+		}
+		if rnd.Intn(4) == 0 {
+			return tx.Rollback()
+		}
+		return tx.Commit()
+	}
+	var wmu sync.Mutex // guards w (reopen)
+	wg.Add(1)
+	go func() { // the gathered writer
+		defer wg.Done()
+		rnd := rand.New(rand.NewSource(1))
+		for i := 0; !stop.Load(); i++ {
+			wmu.Lock()
+			err := work(w, rnd, rnd.Intn(5) == 0)
+			if err != nil {
+				fail("gathered writer: %v", err)
+			}
+			switch rnd.Intn(12) {
+			case 0:
+				_, err = w.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			case 1:
+				_, err = w.Exec("PRAGMA wal_checkpoint(FULL)")
+			case 2:
+				_, err = w.Exec("PRAGMA wal_checkpoint(RESTART)")
+			case 3:
+				_, err = w.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+			case 4:
+				t0 := time.Now()
+				w.Close()
+				w = openW()
+				if d := time.Since(t0); d > time.Second {
+					t.Logf("slow reopen %v at %s", d, time.Now().Format("15:04:05.000"))
+				}
+			}
+			if err != nil {
+				fail("writer checkpoint: %v", err)
+			}
+			wmu.Unlock()
+		}
+	}()
+	wg.Add(1)
+	go func() { // foreign writer
+		defer wg.Done()
+		rnd := rand.New(rand.NewSource(2))
+		for !stop.Load() {
+			if err := work(fw, rnd, rnd.Intn(8) == 0); err != nil && !strings.Contains(err.Error(), "SQLITE_BUSY") {
+				fail("foreign writer: %v at %s", err, time.Now().Format("15:04:05.000"))
+			}
+			time.Sleep(time.Duration(rnd.Intn(20)) * time.Millisecond)
+		}
+	}()
+	wg.Add(1)
+	go func() { // checkpointer
+		defer wg.Done()
+		modes := []string{"PASSIVE", "FULL", "RESTART", "TRUNCATE"}
+		rnd := rand.New(rand.NewSource(3))
+		for !stop.Load() {
+			if _, err := ck.Exec("PRAGMA wal_checkpoint(" + modes[rnd.Intn(4)] + ")"); err != nil {
+				fail("checkpointer: %v", err)
+			}
+			time.Sleep(time.Duration(rnd.Intn(30)) * time.Millisecond)
+		}
+	}()
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func(seed int64) { // readers
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(seed))
+			for !stop.Load() {
+				ctx := context.Background()
+				tx, err := r.BeginTx(ctx, nil)
+				if err != nil {
+					fail("reader begin: %v", err)
+					return
+				}
+				var n, cnt, maxID int64
+				if err := tx.QueryRow("SELECT n FROM meta WHERE k = 0").Scan(&n); err != nil {
+					fail("reader: %v", err)
+				}
+				if err := tx.QueryRow("SELECT count(*), coalesce(max(id), 0) FROM t").Scan(&cnt, &maxID); err != nil {
+					fail("reader: %v", err)
+				}
+				if n != cnt {
+					fail("reader: meta.n %d != count %d", n, cnt)
+				}
+				if maxID > 0 {
+					lo := 1 + rnd.Int63n(maxID)
+					rows, err := tx.Query("SELECT id, ver, b FROM t WHERE id BETWEEN ? AND ?", lo, lo+200)
+					if err != nil {
+						fail("reader: %v", err)
+					} else {
+						for rows.Next() {
+							var id, ver int64
+							var b []byte
+							rows.Scan(&id, &ver, &b)
+							if !bytes.Equal(b, blob(id, ver)) {
+								fail("reader: row %d ver %d: wrong blob (%d bytes)", id, ver, len(b))
+							}
+						}
+						if err := rows.Err(); err != nil {
+							fail("reader rows: %v", err)
+						}
+						rows.Close()
+					}
+				}
+				tx.Rollback()
+			}
+		}(int64(10 + g))
+	}
+	time.Sleep(dur)
+	stop.Store(true)
+	wg.Wait()
+	wmu.Lock()
+	w.Close()
+	wmu.Unlock()
+	fresh := openPlain(t, path)
+	integrityOK(t, fresh)
+	rows, err := fresh.Query("SELECT id, ver, b FROM t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, bad int
+	for rows.Next() {
+		var id, ver int64
+		var b []byte
+		rows.Scan(&id, &ver, &b)
+		n++
+		if !bytes.Equal(b, blob(id, ver)) {
+			bad++
+		}
+	}
+	rows.Close()
+	var metaN int
+	fresh.QueryRow("SELECT n FROM meta").Scan(&metaN)
+	t.Logf("%d rows (meta %d), %d bad, %d WAL writes gathered into %d pwrites, %d failures", n, metaN, bad, gathered.Load(), written.Load(), failures.Load())
+	if bad > 0 || n != metaN {
+		t.Fatalf("%d bad rows; %d rows vs meta %d", bad, n, metaN)
 	}
 }
