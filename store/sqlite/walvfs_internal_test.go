@@ -142,8 +142,8 @@ func TestGatheredLargeTransaction(t *testing.T) {
 // spill frames into the WAL is rolled back with some of them still
 // gathered; another writer (a plain connection, as another process's
 // admin command) then commits. The gathered bytes must have been written
-// before the write lock passed on, never later over the other writer's
-// frames: the other writer's rows survive the first connection's next
+// or dropped before the write lock passed on, never written later over
+// the other writer's frames: the other writer's rows survive the first connection's next
 // use, and the database checks out.
 func TestGatheredRollbackBeforeAnotherWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rb.db")
@@ -194,17 +194,7 @@ func TestGatheredWriteFailureFailsTheCommit(t *testing.T) {
 	if _, err := g.Exec("INSERT INTO t VALUES (1, 'kept')"); err != nil {
 		t.Fatal(err)
 	}
-	var w *walFile
-	gatherMu.Lock()
-	for _, f := range walFiles {
-		if f.name == path+"-wal" {
-			w = f
-		}
-	}
-	gatherMu.Unlock()
-	if w == nil {
-		t.Fatal("the WAL file is not open through the gathering VFS")
-	}
+	w := gatheredWAL(t, path)
 	// A descriptor open read-only: pwrite(2) fails with EBADF.
 	ro, err := os.Open(path + "-wal")
 	if err != nil {
@@ -240,27 +230,23 @@ func TestGatheredWriteFailureFailsTheCommit(t *testing.T) {
 }
 
 // TestGatheredBytesWrittenAtLockChange: bytes still gathered when the
-// connection next changes a shared-memory lock (as at the end of a
-// rolled-back transaction whose last frames were spilled but never read
-// back) are written first, so they can never land after another writer's
-// frames. The pending bytes are staged by hand, past the WAL's end.
+// connection next takes a shared-memory lock (here a read transaction's)
+// are written first, so nothing gathered outlives a lock change (giving
+// up the write lock drops them instead:
+// TestGatheredUnlockAfterFailureReleasesLock). The pending bytes are
+// staged by hand, past the WAL's end.
 func TestGatheredBytesWrittenAtLockChange(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock.db")
 	g := openGathered(t, path)
 	if _, err := g.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	var w *walFile
+	w := gatheredWAL(t, path)
 	gatherMu.Lock()
-	for _, f := range walFiles {
-		if f.name == path+"-wal" {
-			w = f
-		}
-	}
-	linked := w != nil && w.db != nil && w.db.wal == w
+	linked := w.db != nil && w.db.wal == w
 	gatherMu.Unlock()
 	if !linked {
-		t.Fatal("the WAL file is not open through the gathering VFS, or not linked to its database file")
+		t.Fatal("the WAL file is not linked to its database file")
 	}
 	fi, err := os.Stat(path + "-wal")
 	if err != nil {
