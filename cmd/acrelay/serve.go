@@ -204,7 +204,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("relay listening", "addr", ln.Addr().String(), "public_url", public, "store", cfg.describe())
+	attrs := []any{"addr", ln.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0)}
+	if cfg.DatabaseURL == "" {
+		attrs = append(attrs, "sqlite_wal_writes", cfg.SQLiteWAL)
+	}
+	logger.Info("relay listening", attrs...)
 
 	select {
 	case err := <-errc:

@@ -215,3 +215,30 @@ func TestLocalAdminCommands(t *testing.T) {
 		t.Fatal("duplicate project accepted")
 	}
 }
+
+// TestSQLiteWALWritesFlag: --sqlite-wal-writes takes gathered or direct;
+// anything else is refused before a data directory is created.
+func TestSQLiteWALWritesFlag(t *testing.T) {
+	run := func(data, mode string) error {
+		cmd := rootCmd
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"project", "create", "--data-dir", data, "--json", "--sqlite-wal-writes", mode})
+		return cmd.Execute()
+	}
+	// Flag values stick to the global command between runs: leave the default.
+	t.Cleanup(func() { _ = run(t.TempDir(), "gathered") })
+	bad := filepath.Join(t.TempDir(), "never")
+	err := run(bad, "Direct")
+	if err == nil || !strings.Contains(err.Error(), `--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) "Direct": want gathered or direct`) {
+		t.Fatalf("bad mode: %v", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Fatalf("a refused mode created the data directory: %v", err)
+	}
+	for _, mode := range []string{"direct", "gathered"} {
+		if err := run(t.TempDir(), mode); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+	}
+}

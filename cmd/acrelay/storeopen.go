@@ -58,7 +58,7 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 		return nil, fmt.Errorf("--sqlite-sync %q: want fdatasync or fsync", c.SQLiteSync)
 	}
 	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
-		return nil, fmt.Errorf("--sqlite-wal-writes %q: want gathered or direct", c.SQLiteWAL)
+		return nil, fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
