@@ -123,6 +123,8 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	// waits for the disk (+8–9% events/s at 16 clients on 2 cores; see
 	// docs/performance.md). An operator's GOMAXPROCS wins; PostgreSQL
 	// commits wait on the network poller, which gives the P up at once.
+	// (Setting it stops Go from following later changes of a container's
+	// CPU limit; the limit at start-up still counts.)
 	if os.Getenv("GOMAXPROCS") == "" && cfg.DatabaseURL == "" {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	}
