@@ -56,14 +56,27 @@ const (
 		ORDER BY event_id LIMIT ?`
 
 	// recentRecords and recentThreadRecords read the newest records of a
-	// selection backwards along events_repository / events_thread.
+	// selection backwards: along events_repository, or along thread_events
+	// and the tail of events not yet in it (migration 0005).
 	recentRecords       = recordColumns + ` WHERE e.project_id = ? AND e.repository_id = ? ORDER BY e.received_seq DESC LIMIT ?`
-	recentThreadRecords = recordColumns + ` WHERE e.project_id = ? AND e.repository_id = ? AND e.thread_id = ?
-		ORDER BY e.received_seq DESC LIMIT ?`
+	recentThreadRecords = recordColumns + ` WHERE e.project_id = ?1 AND e.received_seq IN (` + recentThreadSeqs + `)
+		ORDER BY e.received_seq DESC LIMIT ?4`
+	recentThreadSeqs = `SELECT received_seq FROM (SELECT received_seq FROM thread_events
+			WHERE project_id = ?1 AND repository_id = ?2 AND thread_id = ?3
+			ORDER BY received_seq DESC LIMIT ?4)
+		UNION ALL
+		SELECT received_seq FROM (SELECT received_seq FROM events
+			WHERE project_id = ?1 AND received_seq > (SELECT thread_indexed_seq FROM projects WHERE id = ?1)
+			AND repository_id = ?2 AND thread_id = ?3
+			ORDER BY received_seq DESC LIMIT ?4)`
 
-	// recentTuples reads the session tuples of the same window.
+	// recentTuples and recentThreadTuples read the session tuples of the
+	// same window.
 	recentTuples = `SELECT identity_id, device_id, session_id, session_seq FROM events
-		WHERE project_id = ?1 AND repository_id = ?2 AND (?3 = '' OR thread_id = ?3)
+		WHERE project_id = ?1 AND repository_id = ?2
+		ORDER BY received_seq DESC LIMIT ?3`
+	recentThreadTuples = `SELECT identity_id, device_id, session_id, session_seq FROM events
+		WHERE project_id = ?1 AND received_seq IN (` + recentThreadSeqs + `)
 		ORDER BY received_seq DESC LIMIT ?4`
 
 	// forkLookup is one per-tuple lookup on events_session (named: the
@@ -303,7 +316,13 @@ func readRecent(ctx context.Context, tx *sql.Tx, q store.VoiceQuery, v *store.Vo
 // readSessionForks looks up each distinct session tuple of the recent
 // window with its own bounded query (spec §9).
 func readSessionForks(ctx context.Context, tx *sql.Tx, q store.VoiceQuery, v *store.VoiceSnapshot) error {
-	rows, err := tx.QueryContext(ctx, recentTuples, q.ProjectID, q.RepositoryID, q.ThreadID, store.VoiceRecent)
+	var rows *sql.Rows
+	var err error
+	if q.ThreadID == "" {
+		rows, err = tx.QueryContext(ctx, recentTuples, q.ProjectID, q.RepositoryID, store.VoiceRecent)
+	} else {
+		rows, err = tx.QueryContext(ctx, recentThreadTuples, q.ProjectID, q.RepositoryID, q.ThreadID, store.VoiceRecent)
+	}
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,19 @@ const (
 	// (wstate): the receipt counter, the lineage flag, and whether any
 	// claim waits for a predecessor.
 	selectProjectState = `SELECT last_seq, last_received_at, lineage_incomplete,
-		EXISTS (SELECT 1 FROM lineage_waiting WHERE project_id = ?) FROM projects WHERE id = ?`
+		EXISTS (SELECT 1 FROM lineage_waiting WHERE project_id = ?), thread_indexed_seq FROM projects WHERE id = ?`
+
+	// indexThreadTail adds a project's events not yet in thread_events,
+	// sorted so that each leaf they land in is written once, and
+	// updateThreadIndexed moves the project's mark past them (migration
+	// 0005). OR IGNORE: a row already there (the invariant holds "at
+	// least") never fails the batch.
+	indexThreadTail = `INSERT OR IGNORE INTO thread_events (project_id, repository_id, thread_id, received_seq)
+		SELECT project_id, repository_id, thread_id, received_seq FROM events
+		WHERE project_id = ?1 AND received_seq > (SELECT thread_indexed_seq FROM projects WHERE id = ?1)
+		ORDER BY repository_id, thread_id, received_seq`
+	updateThreadIndexed = `UPDATE projects SET thread_indexed_seq =
+		coalesce((SELECT max(received_seq) FROM events WHERE project_id = ?1), 0) WHERE id = ?1`
 
 	// updateProjectHead writes a batch's receipt counter back.
 	updateProjectHead = `UPDATE projects SET last_seq = ?, last_received_at = ? WHERE id = ?`
@@ -166,9 +178,20 @@ const (
 		WHERE e.project_id = ? AND e.repository_id = ? AND e.received_seq > ?
 		ORDER BY e.received_seq LIMIT ?`
 
+	// selectThreadRecordsAfter takes the thread's first ?5 events after ?4
+	// from thread_events and from the tail of events not yet in it
+	// (migration 0005), in one statement, so from one snapshot.
 	selectThreadRecordsAfter = recordColumns + `
-		WHERE e.project_id = ? AND e.repository_id = ? AND e.thread_id = ? AND e.received_seq > ?
-		ORDER BY e.received_seq LIMIT ?`
+		WHERE e.project_id = ?1 AND e.received_seq IN (
+			SELECT received_seq FROM (SELECT received_seq FROM thread_events
+				WHERE project_id = ?1 AND repository_id = ?2 AND thread_id = ?3 AND received_seq > ?4
+				ORDER BY received_seq LIMIT ?5)
+			UNION ALL
+			SELECT received_seq FROM (SELECT received_seq FROM events
+				WHERE project_id = ?1 AND received_seq > max(?4, (SELECT thread_indexed_seq FROM projects WHERE id = ?1))
+				AND repository_id = ?2 AND thread_id = ?3
+				ORDER BY received_seq LIMIT ?5))
+		ORDER BY e.received_seq LIMIT ?5`
 
 	selectHead = `SELECT last_seq, last_received_at FROM projects WHERE id = ?`
 )

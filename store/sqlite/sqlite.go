@@ -36,6 +36,11 @@ type Options struct {
 	// commit); 0 means 128. 1 gives one transaction per event, for
 	// comparison only.
 	MaxBatch int
+	// ThreadIndexEvery is how many of a project's newest events may be
+	// missing from thread_events (the thread index, filled in bulk) before
+	// a batch adds them; 0 means 256. Thread-filtered reads scan those
+	// events instead; tests set it low to cross the boundary often.
+	ThreadIndexEvery int
 	// DirectWALWrites makes the writer write each WAL frame as SQLite
 	// issues it (two pwrite(2)s a frame) instead of gathering a commit's
 	// frames into one write (see gatherVFSName); for comparison, or a
@@ -113,6 +118,9 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.ThreadIndexEvery <= 0 {
+		opts.ThreadIndexEvery = threadIndexEvery
 	}
 	if opts.CheckpointEvents == 0 {
 		opts.CheckpointEvents = checkpointEvents
@@ -197,6 +205,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		ckEvents: int64(opts.CheckpointEvents),
 	}
 	db.ws.external = db.tokens.invalidate
+	db.ws.threadEvery = int64(opts.ThreadIndexEvery)
 	go db.writeLoop()
 	go db.checkpointLoop()
 	return db, nil

@@ -30,6 +30,9 @@ type wstate struct {
 	sessions    map[sessionKey]int64   // highest stored session_seq
 	// external runs when another connection is seen to have committed.
 	external func()
+	// threadEvery is how many of a project's events may wait outside
+	// thread_events before a batch adds them (Options.ThreadIndexEvery).
+	threadEvery int64
 }
 
 // projectState mirrors one projects row and what the lineage tables hold.
@@ -42,7 +45,16 @@ type projectState struct {
 	// nothing.
 	waiting bool
 	dirty   bool // lastSeq or lastAt changed in this batch
+	// threadIndexed is projects.thread_indexed_seq: every event up to it
+	// is in thread_events (migration 0005).
+	threadIndexed int64
 }
+
+// threadIndexEvery is Options.ThreadIndexEvery's default: a bulk insert
+// every 256 of a project's appends writes each busy thread's leaf of
+// thread_events once for them, and a thread-filtered read scans at most
+// ~256 + one batch of the newest events besides the index.
+const threadIndexEvery = 256
 
 type senderKey struct{ projectID, keyID, identityID string }
 
@@ -126,7 +138,7 @@ func (w *wstate) project(t *txn, projectID string) (*projectState, error) {
 	}
 	var p projectState
 	var at sql.NullString
-	err := t.queryRow(selectProjectState, projectID, projectID).Scan(&p.lastSeq, &at, &p.incomplete, &p.waiting)
+	err := t.queryRow(selectProjectState, projectID, projectID).Scan(&p.lastSeq, &at, &p.incomplete, &p.waiting, &p.threadIndexed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -151,8 +163,10 @@ func (w *wstate) markWaiting(projectID string) {
 	}
 }
 
-// flush writes the receipt counters changed in this batch; it runs inside
-// the batch transaction, just before the commit.
+// flush writes the receipt counters changed in this batch, and adds a
+// project's events to thread_events once threadEvery of them wait outside
+// it; it runs inside the batch transaction, just before the commit (a
+// failed commit resets w, so nothing here outlives a rollback).
 func (w *wstate) flush(t *txn) error {
 	for id, p := range w.projects {
 		if !p.dirty {
@@ -162,6 +176,16 @@ func (w *wstate) flush(t *txn) error {
 			return err
 		}
 		p.dirty = false
+		if p.lastSeq-p.threadIndexed < max(w.threadEvery, 1) {
+			continue
+		}
+		if _, err := t.exec(indexThreadTail, id); err != nil {
+			return err
+		}
+		if _, err := t.exec(updateThreadIndexed, id); err != nil {
+			return err
+		}
+		p.threadIndexed = p.lastSeq
 	}
 	return nil
 }
