@@ -13,7 +13,14 @@ import (
 
 func openTemp(t *testing.T) store.Store {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+	return openOpts(t, sqlite.Options{})
+}
+
+// openOpts opens a store on a temporary file with opts; Close runs in
+// Cleanup.
+func openOpts(t *testing.T, opts sqlite.Options) store.Store {
+	t.Helper()
+	db, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

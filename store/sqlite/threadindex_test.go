@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -17,16 +16,7 @@ import (
 func openEvery(every int) func(t *testing.T) store.Store {
 	return func(t *testing.T) store.Store {
 		t.Helper()
-		db, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), discard, sqlite.Options{ThreadIndexEvery: every})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := db.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-		})
-		return db
+		return openOpts(t, sqlite.Options{ThreadIndexEvery: every})
 	}
 }
 
