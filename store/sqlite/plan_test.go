@@ -66,6 +66,10 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"selectSessionTuple": "(project_id=? AND session_id=? AND session_seq=?)",
 		"forkLookup":         "(project_id=? AND session_id=? AND session_seq=?)",
 		"selectSessionMax":   "(project_id=? AND session_id=?)",
+		// Each record by its primary key, not a walk of the project.
+		"selectThreadRecordsAfter": "(project_id=? AND received_seq=?)",
+		"recentThreadRecords":      "(project_id=? AND received_seq=?)",
+		"recentThreadTuples":       "(project_id=? AND received_seq=?)",
 	}
 	// The thread reads (migration 0005) take the thread's rows from
 	// thread_events and the tail of events not yet in it by a range on
