@@ -86,7 +86,7 @@ func thrCheckReads(t *testing.T, db *DB, pid string, all []thrRow, repos, thread
 				}
 			}
 			for after := int64(-1); after <= int64(len(all))+1; after += 1 + int64(len(all)/40) {
-				for _, limit := range []int{1, 3, 200} {
+				for _, limit := range []int{1, 2, 3, 5, 200} {
 					page, err := db.Events(ctx, store.EventQuery{ProjectID: pid, RepositoryID: repo, ThreadID: thread, After: after, Limit: limit})
 					if err != nil {
 						t.Fatal(err)
@@ -284,13 +284,7 @@ func TestThreadIndexReplay(t *testing.T) {
 			}
 			jobs = append(jobs, appendJobCtx(ctx, ev, &res[i], after))
 		}
-		db.wmu.Lock()
-		b := db.beginBatch()
-		for _, j := range jobs {
-			b.run(j)
-		}
-		b.commit()
-		db.wmu.Unlock()
+		runBatch(db, jobs...)
 		for _, j := range jobs {
 			<-j.done
 		}
@@ -306,5 +300,29 @@ func TestThreadIndexReplay(t *testing.T) {
 		}
 		thrInvariant(t, db2)
 		thrCheckReads(t, db2, p.ID, thrBrute(t, db2, p.ID), []string{"repo-1"}, []string{"x", "y"})
+	}
+}
+
+// TestThreadReadsAcrossIndexAndTail: for every split of a project's events
+// between thread_events and the tail (the index taken every 7 appends, so
+// 0–6 events wait outside it), every thread-filtered page (each after and
+// limit) and the voice window by thread equal what filtering the whole log
+// gives.
+func TestThreadReadsAcrossIndexAndTail(t *testing.T) {
+	ctx := context.Background()
+	db := thrOpen(t, filepath.Join(t.TempDir(), "t.db"), Options{ThreadIndexEvery: 7})
+	p, err := db.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := storetest.NewSigner(t, p.ID).Register(t, db)
+	threads := []string{"t-a", "t-b", "t-c"}
+	repos := []string{"repo-1", "repo-2"}
+	for i := range 30 {
+		ev, c := sg.Event(t, storetest.Spec{RepositoryID: repos[i%2], ThreadID: threads[(i/2)%3], SessionSeq: int64(i + 1)})
+		if res, err := db.Append(ctx, ev, c); err != nil || !res.Created {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		thrCheckReads(t, db, p.ID, thrBrute(t, db, p.ID), repos, threads)
 	}
 }

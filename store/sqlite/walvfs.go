@@ -95,7 +95,8 @@ type dbFile struct {
 	wal  *walFile
 }
 
-// gatherVFS registers gatherVFSName (once per process) and returns it.
+// gatherVFSRegistered registers gatherVFSName (once per process) and
+// returns it.
 func gatherVFSRegistered() (string, error) {
 	gatherOnce.Do(func() {
 		tls := libc.NewTLS() // kept, as the registration is, for the process's life

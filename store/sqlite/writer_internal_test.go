@@ -102,13 +102,7 @@ func TestReplayIsolatesPanicAfterWrite(t *testing.T) {
 	ja := appendJobCtx(context.Background(), a, &ra, nil)
 	jb := appendJobCtx(context.Background(), bad, &rb, func(*txn) error { panic("kaboom") })
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
-	db.wmu.Lock()
-	b := db.beginBatch()
-	b.run(ja)
-	b.run(jb)
-	b.run(jc)
-	b.commit()
-	db.wmu.Unlock()
+	runBatch(db, ja, jb, jc)
 	if err := answer(t, ja); err != nil {
 		t.Errorf("a: %v", err)
 	}
@@ -180,13 +174,7 @@ func TestReplayTransactionBreaks(t *testing.T) {
 		appendJobCtx(context.Background(), evs[2], &res[2], func(*txn) error { return boom }),
 		appendJobCtx(context.Background(), evs[3], &res[3], nil),
 	}
-	db.wmu.Lock()
-	b := db.beginBatch()
-	for _, j := range jobs {
-		b.run(j)
-	}
-	b.commit()
-	db.wmu.Unlock()
+	runBatch(db, jobs...)
 	for i, j := range jobs {
 		err := answer(t, j)
 		t.Logf("job %d: %v", i, err)
@@ -242,12 +230,7 @@ func TestSwallowedStatementFailure(t *testing.T) {
 		return nil
 	})
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
-	db.wmu.Lock()
-	b := db.beginBatch()
-	b.run(ja)
-	b.run(jc)
-	b.commit()
-	db.wmu.Unlock()
+	runBatch(db, ja, jc)
 	if err := answer(t, ja); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a: %v, want ErrUnavailable", err)
 	}
@@ -332,13 +315,7 @@ func TestBatchProperty(t *testing.T) {
 				want = append(want, ev.ev.ID)
 			}
 		}
-		db.wmu.Lock()
-		b := db.beginBatch()
-		for _, j := range jobs {
-			b.run(j)
-		}
-		b.commit()
-		db.wmu.Unlock()
+		runBatch(db, jobs...)
 
 		seq := int64(0)
 		for i, kind := range plan {
@@ -393,4 +370,15 @@ func TestBatchProperty(t *testing.T) {
 			rt.Fatalf("next append: %v at %d, want %d", err, res.Record.ReceivedSeq, len(want)+1)
 		}
 	})
+}
+
+// runBatch runs jobs as one group-commit batch, as writeLoop does.
+func runBatch(db *DB, jobs ...*job) {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	b := db.beginBatch()
+	for _, j := range jobs {
+		b.run(j)
+	}
+	b.commit()
 }
