@@ -24,6 +24,7 @@ import (
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/sqlite"
 )
 
 // serveConfig is everything `acrelay serve` reads from flags and the
@@ -209,6 +210,16 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	attrs := []any{"addr", ln.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0)}
 	if cfg.DatabaseURL == "" {
 		attrs = append(attrs, "sqlite_wal_writes", cfg.SQLiteWAL)
+		if db, ok := st.(*sqlite.DB); ok {
+			switch d, err := db.CommitterSlice(); {
+			case d > 0:
+				attrs = append(attrs, "sqlite_committer_slice", d.String())
+			case err != nil:
+				attrs = append(attrs, "sqlite_committer_slice", "default: "+err.Error())
+			default:
+				attrs = append(attrs, "sqlite_committer_slice", "default")
+			}
+		}
 	}
 	logger.Info("relay listening", attrs...)
 

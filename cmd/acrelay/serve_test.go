@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFirstStartTokensOnceAndGracefulStop: an empty store's first start
@@ -239,6 +241,62 @@ func TestSQLiteWALWritesFlag(t *testing.T) {
 	for _, mode := range []string{"direct", "gathered"} {
 		if err := run(t.TempDir(), mode); err != nil {
 			t.Fatalf("%s: %v", mode, err)
+		}
+	}
+}
+
+// TestServeCommitterSlice: serve asks for the group committer's slice
+// (100µs by default, or --sqlite-committer-slice, or its environment
+// variable; 0 leaves the default scheduling) and logs what it got.
+func TestServeCommitterSlice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	supported := false // Linux 6.12 or later reports every thread's slice
+	if a, err := unix.SchedGetAttr(0, 0); err == nil && a.Runtime > 0 {
+		supported = true
+	}
+	bin := acrelayBinary(t)
+	listening := func(env []string, args ...string) string {
+		t.Helper()
+		addr := freeAddr(t)
+		cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--data-dir", t.TempDir()}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout = io.Discard
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `msg="relay listening"`) {
+				return sc.Text()
+			}
+		}
+		t.Fatalf("serve %v exited without listening", args)
+		return ""
+	}
+	value := regexp.MustCompile(`sqlite_committer_slice=("[^"]*"|\S+)`)
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, nil, "100µs"},
+		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, nil, "2ms"},
+		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, []string{"--sqlite-committer-slice", "0"}, "default"},
+	} {
+		want := c.want
+		if !supported && want != "default" {
+			want = `"default: this kernel has no per-thread slices for SCHED_OTHER threads (Linux 6.12 or later has)"`
+		}
+		line := listening(c.env, c.args...)
+		if m := value.FindStringSubmatch(line); m == nil || m[1] != want {
+			t.Errorf("env %v, args %v: want sqlite_committer_slice=%s in\n%s", c.env, c.args, want, line)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,7 @@ type storeConfig struct {
 	SQLiteMaxBatch int
 	SQLiteSync     string
 	SQLiteWAL      string
+	SQLiteSlice    time.Duration
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
@@ -29,6 +31,7 @@ func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", envInt("ACRELAY_SQLITE_MAX_BATCH", 128), "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
 	cmd.Flags().StringVar(&c.SQLiteSync, "sqlite-sync", envOr("ACRELAY_SQLITE_SYNC", "fdatasync"), "system call SQLite commits with: fdatasync (as SQLite's Linux builds; same durability) or fsync (ACRELAY_SQLITE_SYNC)")
 	cmd.Flags().StringVar(&c.SQLiteWAL, "sqlite-wal-writes", envOr("ACRELAY_SQLITE_WAL_WRITES", "gathered"), "how the SQLite writer writes the WAL: gathered (a commit's frames in one write; Linux) or direct (each frame as SQLite issues it); same durability (ACRELAY_SQLITE_WAL_WRITES)")
+	cmd.Flags().DurationVar(&c.SQLiteSlice, "sqlite-committer-slice", envDuration("ACRELAY_SQLITE_COMMITTER_SLICE", sqlite.DefaultCommitterSlice), "scheduling slice the SQLite group committer's thread asks Linux (6.12 or later) for, so it runs as soon as its sync completes; 0 = the default scheduling (ACRELAY_SQLITE_COMMITTER_SLICE)")
 	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
 }
 
@@ -60,10 +63,17 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
 		return nil, fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
 	}
+	if c.SQLiteSlice < 0 {
+		return nil, fmt.Errorf("--sqlite-committer-slice (ACRELAY_SQLITE_COMMITTER_SLICE) %s: want a duration ≥ 0", c.SQLiteSlice)
+	}
+	slice := c.SQLiteSlice
+	if slice == 0 {
+		slice = -1 // off
+	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct"})
+	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct", CommitterSlice: slice})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}

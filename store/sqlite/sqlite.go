@@ -55,7 +55,18 @@ type Options struct {
 	// every commit's frames in the WAL: for measurements only (the WAL
 	// then grows without bound).
 	CheckpointEvents int
+	// CommitterSlice is the scheduling slice the group committer's OS
+	// thread asks the kernel for (setThreadSlice; Linux 6.12 or later):
+	// the committer is the one serial stage of an append, so it should
+	// run as soon as its sync completes or an append arrives rather than
+	// wait out another thread's slice. 0 means DefaultCommitterSlice; a
+	// negative value leaves the thread to the default scheduling.
+	CommitterSlice time.Duration
 }
+
+// DefaultCommitterSlice is Options.CommitterSlice's default: the shortest
+// slice Linux grants.
+const DefaultCommitterSlice = 100 * time.Microsecond
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
@@ -79,6 +90,13 @@ type DB struct {
 
 	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
 	ckEvents        int64        // Options.CheckpointEvents
+
+	// Set by writeLoop before Open returns: the slice the kernel granted
+	// the group committer's thread (0 when none), why not, and the
+	// thread's id.
+	committerSlice    time.Duration
+	committerSliceErr error
+	committerTID      int
 
 	mu     sync.RWMutex // guards closed and sends on queue
 	closed bool
@@ -124,6 +142,9 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	}
 	if opts.CheckpointEvents == 0 {
 		opts.CheckpointEvents = checkpointEvents
+	}
+	if opts.CommitterSlice == 0 {
+		opts.CommitterSlice = DefaultCommitterSlice
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(MEMORY)",
 		opts.BusyTimeout.Milliseconds())
@@ -206,7 +227,9 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	}
 	db.ws.external = db.tokens.invalidate
 	db.ws.threadEvery = int64(opts.ThreadIndexEvery)
-	go db.writeLoop()
+	started := make(chan struct{})
+	go db.writeLoop(opts.CommitterSlice, started)
+	<-started
 	go db.checkpointLoop()
 	return db, nil
 }
@@ -229,6 +252,13 @@ func migrate(ctx context.Context, w *sql.DB, logger *slog.Logger) error {
 		logger.Info("sqlite migration applied", "version", r.Source.Version, "duration", r.Duration)
 	}
 	return nil
+}
+
+// CommitterSlice reports the scheduling slice the kernel granted the
+// group committer's thread (Options.CommitterSlice), or 0 and why not;
+// 0 and nil when none was asked for.
+func (db *DB) CommitterSlice() (time.Duration, error) {
+	return db.committerSlice, db.committerSliceErr
 }
 
 // Close stops accepting appends, lets the writer finish everything already

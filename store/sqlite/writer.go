@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -67,8 +68,20 @@ const (
 // handlers, and one commit (one sync, and one write of each page the batch
 // shares) serves the wave. A lone client (batches of one) never waits. It
 // exits once the queue is closed and drained.
-func (db *DB) writeLoop() {
+//
+// With slice > 0 it holds its OS thread and asks for that scheduling
+// slice (setThreadSlice); the thread ends with it. It closes started once
+// that is settled.
+func (db *DB) writeLoop(slice time.Duration, started chan<- struct{}) {
 	defer close(db.done)
+	if slice > 0 {
+		// Never unlocked: the thread, with its slice, exits with the
+		// goroutine instead of returning to Go's pool.
+		runtime.LockOSThread()
+		db.committerTID = threadID()
+		db.committerSlice, db.committerSliceErr = setThreadSlice(slice)
+	}
+	close(started)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	last := 0 // size of the previous batch
