@@ -92,8 +92,8 @@ type DB struct {
 	ckEvents        int64        // Options.CheckpointEvents
 
 	// Set by writeLoop before Open returns: the slice the kernel granted
-	// the group committer's thread (0 when none), why not, and the
-	// thread's id.
+	// the group committer's thread (0 when none), why not, and the id of
+	// the thread it holds (0 when it holds none).
 	committerSlice    time.Duration
 	committerSliceErr error
 	committerTID      int

@@ -70,16 +70,22 @@ const (
 // exits once the queue is closed and drained.
 //
 // With slice > 0 it holds its OS thread and asks for that scheduling
-// slice (setThreadSlice); the thread ends with it. It closes started once
-// that is settled.
+// slice (setThreadSlice). Once the slice is applied the thread is never
+// released: it ends with the goroutine (Go parks it for good if it is the
+// process's main thread), so no other goroutine runs with the slice and
+// no thread inherits it. If the slice was not applied it releases the
+// thread at once (a locked goroutine pays a thread hand-off at every
+// wake-up). It closes started once that is settled.
 func (db *DB) writeLoop(slice time.Duration, started chan<- struct{}) {
 	defer close(db.done)
 	if slice > 0 {
-		// Never unlocked: the thread, with its slice, exits with the
-		// goroutine instead of returning to Go's pool.
 		runtime.LockOSThread()
-		db.committerTID = threadID()
 		db.committerSlice, db.committerSliceErr = setThreadSlice(slice)
+		if errors.Is(db.committerSliceErr, errSliceNotApplied) {
+			runtime.UnlockOSThread()
+		} else {
+			db.committerTID = threadID()
+		}
 	}
 	close(started)
 	linger := time.NewTimer(time.Hour)
