@@ -17,7 +17,9 @@
 // Linux the writer connection opens the file through the gathering VFS
 // (walvfs.go): SQLite's default VFS, except that a commit's WAL frames
 // reach the file in one pwrite(2) before its sync, instead of two per
-// frame.
+// frame. The checkpointer's connection opens it through the same VFS, which
+// syncs the database file after every checkpoint pass, so the pass that
+// holds the writer (checkpoint.go) has only its own pages to sync.
 //
 // Clock: created_at and lineage_changed_at come from the database clock,
 // strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with milliseconds. received_at

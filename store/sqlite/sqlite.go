@@ -191,7 +191,10 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		w.Close()
 		return nil, err
 	}
-	ck, err := sql.Open("sqlite", path+"?"+common)
+	// The checkpointer opens the file through the same VFS as the writer:
+	// its database file is synced after every checkpoint pass
+	// (dbFileControl), not only after the one that empties the WAL.
+	ck, err := sql.Open("sqlite", path+"?"+vfs+common)
 	if err != nil {
 		w.Close()
 		return nil, mapErr("open sqlite", err)

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"modernc.org/libc"
+	lib "modernc.org/sqlite/lib"
+
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -673,4 +676,80 @@ func TestGatheredStress(t *testing.T) {
 	if bad > 0 || n != metaN {
 		t.Fatalf("%d bad rows; %d rows vs meta %d", bad, n, metaN)
 	}
+}
+
+// ckptStore opens a store without background checkpoints and commits n
+// projects, so that the WAL holds frames for a checkpoint to copy.
+func ckptStore(t *testing.T, path string, direct bool, n int) *DB {
+	t.Helper()
+	db, err := OpenWith(context.Background(), path, nil, Options{DirectWALWrites: direct, CheckpointEvents: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if _, err := db.CreateProject(context.Background(), storetest.NewUUID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+// TestCheckpointPassSyncsDatabaseFile: a checkpoint pass that copies
+// frames syncs the database file (dbFileControl); the checkpointer's
+// connection is opened through the gathering VFS, and only then.
+func TestCheckpointPassSyncsDatabaseFile(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			db := ckptStore(t, filepath.Join(t.TempDir(), "a.db"), direct, 10)
+			defer db.Close()
+			s0 := ckptSyncs.Load()
+			log, done, err := db.checkpoint()
+			if err != nil || log == 0 || done != log {
+				t.Fatalf("checkpoint: log %d, done %d, %v; want every frame copied", log, done, err)
+			}
+			got := ckptSyncs.Load() - s0
+			if direct && got != 0 || !direct && got < 1 {
+				t.Fatalf("direct=%v: %d early syncs of the database file", direct, got)
+			}
+			// Nothing left to copy: no pass, no sync.
+			s0 = ckptSyncs.Load()
+			if _, _, err := db.checkpoint(); err != nil || ckptSyncs.Load() != s0 {
+				t.Fatalf("empty checkpoint: %v, %d syncs", err, ckptSyncs.Load()-s0)
+			}
+		})
+	}
+}
+
+// TestCheckpointSyncFailureSticks: when the early sync fails, every later
+// sync of that file handle fails too, so the checkpoint that reaches the
+// end of the WAL fails (and the WAL is not restarted over frames whose
+// pages may not be on disk) even once syncs work again; appends go on,
+// and after a reopen everything is there.
+func TestCheckpointSyncFailureSticks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	db := ckptStore(t, path, false, 10)
+	real := ckptSync
+	ckptSync = func(*libc.TLS, *dbFile, uintptr) int32 { return lib.SQLITE_IOERR_FSYNC }
+	t.Cleanup(func() { ckptSync = real })
+	if _, _, err := db.checkpoint(); err == nil {
+		t.Fatal("checkpoint after a failed early sync: no error")
+	}
+	ckptSync = real
+	if _, err := db.CreateProject(context.Background(), storetest.NewUUID()); err != nil {
+		t.Fatalf("append after the failure: %v", err)
+	}
+	if _, _, err := db.checkpoint(); err == nil {
+		t.Fatal("second checkpoint on the same handle: no error; the failure did not stick")
+	}
+	_ = db.Close() // its last checkpoint may fail the same way
+	db = ckptStore(t, path, false, 0)
+	defer db.Close()
+	var n int
+	if err := db.w.QueryRow("SELECT count(*) FROM projects").Scan(&n); err != nil || n != 11 {
+		t.Fatalf("after reopen: %d projects, %v; want 11", n, err)
+	}
+	if log, done, err := db.checkpoint(); err != nil || done != log {
+		t.Fatalf("checkpoint after reopen: log %d, done %d, %v", log, done, err)
+	}
+	integrityOK(t, db.w)
 }
