@@ -287,7 +287,12 @@ func (db *DB) Close() error {
 	if ckErr != nil {
 		db.logger.Warn("final sqlite checkpoint", "err", mapErr("checkpoint", ckErr))
 	}
-	return errors.Join(db.ck.Close(), db.w.Close(), db.r.Close())
+	// The checkpointer's connection closes last, so that SQLite's
+	// close-time checkpoint runs on its file handle: if one of its syncs
+	// failed (dbSync), that checkpoint fails too and the WAL is kept for
+	// the next open to copy again, instead of a fresh handle's sync
+	// succeeding in its place.
+	return errors.Join(db.r.Close(), db.w.Close(), db.ck.Close())
 }
 
 // mapErr translates a driver error to a store sentinel: unique and

@@ -102,9 +102,11 @@ type dbFile struct {
 	name string
 	tls  *libc.TLS // the connection's (modernc.org/sqlite gives each its own)
 	wal  *walFile
-	// ckptSyncFailed is set when dbFileControl's sync failed: every later
-	// sync of this file handle fails (dbSync), as the failed one would
-	// have had SQLite run it.
+	// ckptSyncFailed is set when a sync of this file handle failed
+	// (dbFileControl's or SQLite's own): every later one fails (dbSync).
+	// The handle's store then never completes another checkpoint and
+	// keeps its WAL (which holds every committed page) until it is
+	// reopened; each cycle logs the failure.
 	ckptSyncFailed atomic.Bool
 }
 
@@ -409,14 +411,19 @@ func dbFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
 	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&d.base.FxFileControl)))(tls, pFile, op, pArg)
 }
 
-// dbSync is the default xSync, except after a failed dbFileControl sync
-// of the same file handle, when it fails (SQLITE_IOERR_FSYNC) every time.
+// dbSync is the default xSync, except after a failed sync of the same
+// file handle (its own or dbFileControl's), when it fails
+// (SQLITE_IOERR_FSYNC) every time.
 func dbSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 	d := dbOf(pFile)
 	if d.ckptSyncFailed.Load() {
 		return lib.SQLITE_IOERR_FSYNC
 	}
-	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&d.base.FxSync)))(tls, pFile, flags)
+	rc := (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&d.base.FxSync)))(tls, pFile, flags)
+	if rc != lib.SQLITE_OK {
+		d.ckptSyncFailed.Store(true)
+	}
+	return rc
 }
 
 func dbClose(tls *libc.TLS, pFile uintptr) int32 {
