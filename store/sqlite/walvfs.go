@@ -102,12 +102,12 @@ type dbFile struct {
 	name string
 	tls  *libc.TLS // the connection's (modernc.org/sqlite gives each its own)
 	wal  *walFile
-	// ckptSyncFailed is set when a sync of this file handle failed
+	// syncFailed is set when a sync of this file handle failed
 	// (dbFileControl's or SQLite's own): every later one fails (dbSync).
 	// The handle's store then never completes another checkpoint and
 	// keeps its WAL (which holds every committed page) until it is
 	// reopened; each cycle logs the failure.
-	ckptSyncFailed atomic.Bool
+	syncFailed atomic.Bool
 }
 
 // gatherVFSRegistered registers gatherVFSName (once per process) and
@@ -402,10 +402,10 @@ func dbShmBarrier(tls *libc.TLS, pFile uintptr) {
 // not succeed in its place and let the WAL restart.
 func dbFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
 	d := dbOf(pFile)
-	if op == lib.SQLITE_FCNTL_CKPT_DONE && !d.ckptSyncFailed.Load() {
+	if op == lib.SQLITE_FCNTL_CKPT_DONE && !d.syncFailed.Load() {
 		ckptSyncs.Add(1)
 		if ckptSync(tls, d, pFile) != lib.SQLITE_OK {
-			d.ckptSyncFailed.Store(true)
+			d.syncFailed.Store(true)
 		}
 	}
 	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&d.base.FxFileControl)))(tls, pFile, op, pArg)
@@ -416,12 +416,12 @@ func dbFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
 // (SQLITE_IOERR_FSYNC) every time.
 func dbSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 	d := dbOf(pFile)
-	if d.ckptSyncFailed.Load() {
+	if d.syncFailed.Load() {
 		return lib.SQLITE_IOERR_FSYNC
 	}
 	rc := (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&d.base.FxSync)))(tls, pFile, flags)
 	if rc != lib.SQLITE_OK {
-		d.ckptSyncFailed.Store(true)
+		d.syncFailed.Store(true)
 	}
 	return rc
 }
