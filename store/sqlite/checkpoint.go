@@ -72,7 +72,11 @@ func (db *DB) checkpointLoop() {
 		db.sinceCheckpoint.Add(-n)
 		last = time.Now()
 		if err := db.checkpointAll(); err != nil {
-			db.logger.Warn("sqlite checkpoint", "err", mapErr("checkpoint", err))
+			err = mapErr("checkpoint", err)
+			db.ckFailed.Store(&err)
+			db.logger.Warn("sqlite checkpoint", "err", err)
+		} else {
+			db.ckFailed.Store(nil)
 		}
 	}
 }

@@ -90,6 +90,9 @@ type DB struct {
 
 	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
 	ckEvents        int64        // Options.CheckpointEvents
+	// ckFailed is the last checkpoint cycle's error, nil once a cycle
+	// succeeds (Health).
+	ckFailed atomic.Pointer[error]
 
 	// Set by writeLoop before Open returns: the slice the kernel granted
 	// the group committer's thread (0 when none), why not, and the id of
@@ -355,6 +358,25 @@ func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) 
 	p.CreatedAt = parseTime(at)
 	return p, nil
 }
+
+// Health is nil when the store can be read and its last checkpoint cycle
+// succeeded. Otherwise it is ErrCheckpointFailing (wrapping the cause) or
+// the read's error. After a failed checkpoint (a write or sync of the
+// database file failed) the store keeps every committed page in its WAL,
+// so appends go on and nothing is lost, but the WAL grows until the store
+// is reopened: a sync failure sticks to the file handle (dbSync), so only
+// a restart clears it. The relay's GET /healthz answers 503 for it.
+func (db *DB) Health(ctx context.Context) error {
+	if p := db.ckFailed.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpointFailing, *p)
+	}
+	_, err := db.CountProjects(ctx)
+	return err
+}
+
+// ErrCheckpointFailing is Health's error while the last checkpoint cycle
+// failed.
+var ErrCheckpointFailing = errors.New("sqlite: the WAL checkpoint is failing; the WAL keeps every commit and grows until the store is reopened")
 
 // CountProjects returns the number of projects.
 func (db *DB) CountProjects(ctx context.Context) (int, error) {

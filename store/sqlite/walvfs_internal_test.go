@@ -6,10 +6,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -812,5 +814,80 @@ func TestCheckpointPartialPassLeavesFileClean(t *testing.T) {
 	}
 	if d := dirty(); d != 0 {
 		t.Fatalf("after a partial pass %d pages of the database file are dirty; want 0", d)
+	}
+}
+
+// TestHealthReportsFailingCheckpoint: once a checkpoint cycle of the
+// store's own loop fails (a sync of the database file failed, which sticks
+// to the handle), Health reports ErrCheckpointFailing while appends go on;
+// a cycle that succeeds clears it.
+func TestHealthReportsFailingCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenWith(ctx, filepath.Join(t.TempDir(), "a.db"), nil, Options{CheckpointEvents: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := db.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.NewSigner(t, p.ID).Register(t, db)
+	n := 0
+	appendAndWait := func(want func(error) bool) error {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			for range 4 {
+				n++
+				ev, c := s.Event(t, storetest.Spec{ThreadID: "t", Summary: strconv.Itoa(n)})
+				if _, err := db.Append(ctx, ev, c); err != nil {
+					t.Fatalf("append %d: %v", n, err)
+				}
+			}
+			time.Sleep(2 * externalCheckInterval)
+			if err := db.Health(ctx); want(err) || time.Now().After(deadline) {
+				return err
+			}
+		}
+	}
+	if err := db.Health(ctx); err != nil {
+		t.Fatalf("Health of a new store: %v", err)
+	}
+	if err := appendAndWait(func(error) bool { return true }); err != nil {
+		t.Fatalf("Health after appends and a checkpoint cycle: %v", err)
+	}
+
+	real := ckptSync
+	ckptSync = func(*libc.TLS, *dbFile, uintptr) int32 { return lib.SQLITE_IOERR_FSYNC }
+	t.Cleanup(func() { ckptSync = real })
+	err = appendAndWait(func(err error) bool { return err != nil })
+	if !errors.Is(err, ErrCheckpointFailing) {
+		t.Fatalf("Health after a failed checkpoint sync = %v, want ErrCheckpointFailing", err)
+	}
+	ckptSync = real
+	if err := appendAndWait(func(error) bool { return true }); !errors.Is(err, ErrCheckpointFailing) {
+		t.Fatalf("Health after later appends = %v; the failure sticks to the handle until reopen, want ErrCheckpointFailing", err)
+	}
+
+	// A cycle that succeeds clears it (here: a stand-in failure on a
+	// store whose checkpoints work).
+	db2, err := OpenWith(ctx, filepath.Join(t.TempDir(), "b.db"), nil, Options{CheckpointEvents: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	stale := errors.New("stand-in")
+	db2.ckFailed.Store(&stale)
+	if err := db2.Health(ctx); !errors.Is(err, ErrCheckpointFailing) || !errors.Is(err, stale) {
+		t.Fatalf("Health with a failed cycle = %v, want ErrCheckpointFailing wrapping the cause", err)
+	}
+	p2, err := db2.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, s = db2, storetest.NewSigner(t, p2.ID).Register(t, db2)
+	if err := appendAndWait(func(err error) bool { return err == nil }); err != nil {
+		t.Fatalf("Health after a checkpoint cycle that succeeded = %v, want nil", err)
 	}
 }
