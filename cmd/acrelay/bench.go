@@ -36,13 +36,17 @@ import (
 // percentiles, server CPU per event (from /proc), and the ratio to the
 // single-core parse+canonicalize+hash+verify ceiling measured in the same
 // run. --compare-one-tx repeats the load against a relay that commits each
-// event in its own synchronous=FULL transaction.
+// event in its own synchronous=FULL transaction. --compare-http-bound
+// repeats it against bench-http-bound, a server that does only the
+// ceiling's work per request and stores nothing: the most this machine's
+// HTTP stack, runtime and kernel leave for any relay (bench_bound.go).
 
 type benchConfig struct {
 	URL, Token   string
 	Events       int
 	Clients      int
 	CompareOneTx bool
+	CompareBound bool
 	DatabaseURL  string
 	JSON         bool
 	// Rounds repeats the measurement (interleaving group commit and one
@@ -90,6 +94,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&c.Events, "events", 10000, "number of distinct events to post")
 	f.IntVar(&c.Clients, "clients", 16, "concurrent clients")
 	f.BoolVar(&c.CompareOneTx, "compare-one-tx", false, "also measure a relay with one transaction per event (SQLite)")
+	f.BoolVar(&c.CompareBound, "compare-http-bound", false, "also measure the no-storage upper bound: an HTTP server on the relay's settings that only parses, canonicalizes, hashes and verifies each event")
 	f.StringVar(&c.DatabaseURL, "database-url", "", "start the relay on this PostgreSQL database instead of SQLite")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
 	f.IntVar(&c.Rounds, "rounds", 1, "repeat the measurement this many times, interleaved, and report medians")
@@ -109,6 +114,9 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if c.CompareOneTx {
 		runs = append(runs, 1)
 	}
+	if c.CompareBound {
+		runs = append(runs, boundRun)
+	}
 	results := make([][]benchResult, len(runs))
 	for range c.Rounds {
 		for i, maxBatch := range runs {
@@ -127,8 +135,15 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 			printBench(out, c.JSON, med[i])
 		}
 	}
-	if len(med) == 2 && med[1].EventsPerSecond > 0 {
-		fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", med[0].EventsPerSecond/med[1].EventsPerSecond)
+	for i, maxBatch := range runs {
+		if i == 0 || med[i].EventsPerSecond <= 0 {
+			continue
+		}
+		if maxBatch == 1 {
+			fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
+		} else {
+			fmt.Fprintf(out, "relay / http bound (no store) = %.2f\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
+		}
 	}
 	return nil
 }
@@ -180,6 +195,9 @@ func printBench(out io.Writer, asJSON bool, r benchResult) {
 		r.LoadCPUMicros, 100*r.MachineBusy)
 }
 
+// boundRun is the maxBatch value of a run against bench-http-bound.
+const boundRun = -1
+
 // benchRelay is a relay process started by the bench.
 type benchRelay struct {
 	cmd     *exec.Cmd
@@ -207,10 +225,12 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*be
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
 	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
-	if maxBatch > 0 {
+	if maxBatch == boundRun {
+		args = []string{"bench-http-bound", "--addr", addr}
+	} else if maxBatch > 0 {
 		args = append(args, "--sqlite-max-batch", strconv.Itoa(maxBatch))
 	}
-	if databaseURL != "" {
+	if databaseURL != "" && maxBatch != boundRun {
 		args = append(args, "--database-url", databaseURL)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
@@ -354,8 +374,11 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 	if c.DatabaseURL != "" {
 		label = "postgres"
 	}
-	if maxBatch == 1 {
+	switch maxBatch {
+	case 1:
 		label = "sqlite one-tx-per-event"
+	case boundRun:
+		label = "http bound (no store)"
 	}
 	var projectID string
 	if url == "" {

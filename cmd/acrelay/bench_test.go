@@ -3,10 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/correspondence"
 )
 
 // TestBenchRounds runs the load tool end to end, small (it starts its own
@@ -71,5 +79,103 @@ func TestBenchRounds(t *testing.T) {
 	}
 	if !strings.HasPrefix(ratio, "group commit / one-tx-per-event = ") {
 		t.Errorf("last line %q, want the group commit / one-tx ratio", ratio)
+	}
+}
+
+// TestBenchHTTPBound: --compare-http-bound measures the no-storage bound
+// after the relay, with no errors (every event verified), and reports the
+// relay's share of it.
+func TestBenchHTTPBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two server processes")
+	}
+	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", "--compare-http-bound", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("acrelay bench: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"sqlite group commit", "http bound (no store)"} {
+		var r benchResult
+		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
+			t.Fatalf("line %q: %v", lines[i], err)
+		}
+		if r.Label != want || r.Events != 200 || r.Errors != 0 || r.EventsPerSecond <= 0 || r.ServerCPUMicros <= 0 {
+			t.Errorf("line %d: %+v; want label %q, 200 events, no errors", i, r, want)
+		}
+	}
+	if !strings.HasPrefix(lines[2], "relay / http bound (no store) = ") {
+		t.Errorf("last line %q, want the relay / bound ratio", lines[2])
+	}
+}
+
+// TestBenchBoundHandler: the bound does the ceiling's work for real: a
+// signed event is accepted, a tampered one or one under another project
+// is refused, and every route needs its token.
+func TestBenchBoundHandler(t *testing.T) {
+	srv := httptest.NewServer(newBoundHandler("op-token"))
+	defer srv.Close()
+	call := func(path, token, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&m)
+		return res.StatusCode, m
+	}
+	if code, _ := call("/v1/admin/projects", "wrong", "{}"); code != 401 {
+		t.Fatalf("project with a wrong token: %d, want 401", code)
+	}
+	_, m := call("/v1/admin/projects", "op-token", "{}")
+	pid, _ := m["project_id"].(string)
+	_, m = call("/v1/admin/projects/"+pid+"/tokens", "op-token", `{"scopes":["read","append","admin"]}`)
+	tok, _ := m["token"].(string)
+	if code, _ := call("/v1/admin/projects", tok, "{}"); code != 401 {
+		t.Fatalf("project with the project token: %d, want 401 (operator only)", code)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	if code, _ := call("/v1/admin/identities/x/keys", tok, `{"public_key_b64url":"`+correspondence.EncodePublicKey(pub)+`"}`); code != 201 {
+		t.Fatalf("key: %d, want 201", code)
+	}
+	event := func(projectID, summary string) string {
+		ev := &correspondence.Event{
+			ProjectID: projectID, RepositoryID: "repo:bench", ThreadID: "t",
+			Sender: correspondence.Sender{IdentityID: newBenchUUID(), SigningKeyID: newBenchUUID(), DeviceID: newBenchUUID(), SessionID: newBenchUUID()},
+			Kind:   correspondence.KindProgress, Parents: []string{}, SessionSeq: 1, IssuedAt: correspondence.FormatTimestamp(time.Now()),
+			Scope: correspondence.Scope{Paths: []string{"docs"}},
+			Body:  canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue(summary)}),
+		}
+		if err := ev.Sign(priv); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ev.CanonicalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	good := event(pid, "hello")
+	code, m := call("/v1/correspondence/events", tok, good)
+	if id, _ := m["event_id"].(string); code != 201 || !strings.HasPrefix(id, "sha256:") || !strings.Contains(good, id) {
+		t.Fatalf("signed event: %d %v, want 201 with its event_id", code, m)
+	}
+	if code, _ := call("/v1/correspondence/events", "wrong", good); code != 401 {
+		t.Fatalf("event with a wrong token: %d, want 401", code)
+	}
+	if code, _ := call("/v1/correspondence/events", tok, strings.Replace(good, "hello", "hullo", 1)); code != 400 && code != 403 {
+		t.Fatalf("tampered event: %d, want 400 or 403", code)
+	}
+	if code, _ := call("/v1/correspondence/events", tok, event(newBenchUUID(), "other project")); code != 403 {
+		t.Fatalf("event of another project: %d, want 403", code)
 	}
 }
