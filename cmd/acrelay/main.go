@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 var rootCmd = &cobra.Command{
@@ -15,6 +16,8 @@ var rootCmd = &cobra.Command{
 	Short:         "Federated relay and agent toolkit for agent-correspondence/v0.1",
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	// Before any command runs, so nothing has started when a value is refused.
+	PersistentPreRunE: applyEnv,
 }
 
 // exitError carries a process exit status out of a command.
@@ -41,4 +44,69 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// Annotations on flags that take their value from an environment variable
+// when the command line does not set them (flag > ACRELAY_* > default).
+const (
+	envAnnotation       = "acrelay_env"
+	secretEnvAnnotation = "acrelay_secret_env"
+)
+
+// bindEnv lets cmd's flag name take the value of the environment variable
+// env. applyEnv parses it with the flag's own parser, so a value the flag
+// cannot take is an error naming env, not a silent default. The error
+// quotes the value: secrets use bindSecretEnv.
+func bindEnv(cmd *cobra.Command, name, env string) {
+	annotateFlag(cmd, name, envAnnotation, env)
+}
+
+// bindSecretEnv is bindEnv for a secret read with secretFromEnv (env or
+// env_FILE); its errors name the variable and never quote the value.
+func bindSecretEnv(cmd *cobra.Command, name, env string) {
+	annotateFlag(cmd, name, secretEnvAnnotation, env)
+}
+
+func annotateFlag(cmd *cobra.Command, name, key, env string) {
+	if err := cmd.Flags().SetAnnotation(name, key, []string{env}); err != nil {
+		panic(fmt.Sprintf("bind %s to --%s: %v", env, name, err))
+	}
+}
+
+// applyEnv sets each flag of cmd that is bound to an environment variable
+// and not given on the command line from that variable; an empty variable
+// counts as unset. It is rootCmd's PersistentPreRunE.
+func applyEnv(cmd *cobra.Command, _ []string) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		if env := f.Annotations[envAnnotation]; len(env) == 1 {
+			if v := os.Getenv(env[0]); v != "" && f.Value.Set(v) != nil {
+				err = fmt.Errorf("%s %q: want %s", env[0], v, wantValue(f))
+			}
+		}
+		if env := f.Annotations[secretEnvAnnotation]; len(env) == 1 {
+			v, serr := secretFromEnv(env[0])
+			switch {
+			case serr != nil:
+				err = serr
+			case v != "" && f.Value.Set(v) != nil:
+				err = fmt.Errorf("%s: want %s", env[0], wantValue(f))
+			}
+		}
+	})
+	return err
+}
+
+// wantValue says what a flag's parser takes, for applyEnv's errors.
+func wantValue(f *pflag.Flag) string {
+	switch f.Value.Type() {
+	case "int":
+		return "an integer"
+	case "duration":
+		return "a Go duration such as " + f.DefValue
+	}
+	return "a " + f.Value.Type()
 }

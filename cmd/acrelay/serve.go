@@ -50,42 +50,61 @@ func newServeCmd() *cobra.Command {
   acrelay serve --addr 127.0.0.1:9090 --data-dir /var/lib/acrelay --public-url https://relay.example
   ACRELAY_DATABASE_URL=postgres://acrelay@db/acrelay acrelay serve`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := secretFromEnv("ACRELAY_OPERATOR_TOKEN")
+			if err != nil {
+				return err
+			}
+			cfg.OperatorToken = tok
 			return runServe(cmd.Context(), cfg, cmd.OutOrStdout())
 		},
 	}
 	fs := cmd.Flags()
 	addStoreFlags(cmd, &cfg.storeConfig)
+	cfg.Create = true // the first start creates the store
 	fs.StringVar(&cfg.Addr, "addr", envOr("ACRELAY_ADDR", "127.0.0.1:8080"), "listen address (ACRELAY_ADDR)")
 	fs.StringVar(&cfg.PublicURL, "public-url", envOr("ACRELAY_PUBLIC_URL", ""), "absolute base URL for links and topics (ACRELAY_PUBLIC_URL; default http://<addr>)")
 	fs.StringVar(&cfg.LogFormat, "log-format", envOr("ACRELAY_LOG_FORMAT", "text"), "log format: text or json (ACRELAY_LOG_FORMAT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", envOr("ACRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (ACRELAY_LOG_LEVEL)")
 	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
-	fs.DurationVar(&cfg.CourierLease, "courier-lease", envDuration("ACRELAY_COURIER_LEASE", 15*time.Second), "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
+	fs.DurationVar(&cfg.CourierLease, "courier-lease", 15*time.Second, "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
+	bindEnv(cmd, "courier-lease", "ACRELAY_COURIER_LEASE")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
-	cfg.OperatorToken = secretFromEnv("ACRELAY_OPERATOR_TOKEN")
 	return cmd
 }
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
 
-// secretFromEnv reads NAME or, when unset, the file named by NAME_FILE.
-func secretFromEnv(name string) string {
+// secretFromEnv reads NAME or, when that is unset or empty, the file named
+// by NAME_FILE. A NAME_FILE that cannot be read or holds only white space
+// is an error, not an absent secret; the error names the variable and
+// quotes neither the secret nor the path.
+func secretFromEnv(name string) (string, error) {
 	if v := os.Getenv(name); v != "" {
-		return v
+		return v, nil
 	}
-	if f := os.Getenv(name + "_FILE"); f != "" {
-		b, err := os.ReadFile(f)
-		if err == nil {
-			return strings.TrimSpace(string(b))
+	f := os.Getenv(name + "_FILE")
+	if f == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
 		}
+		return "", fmt.Errorf("%s_FILE: cannot read the file it names: %w", name, err)
 	}
-	return ""
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s_FILE: the file it names is empty", name)
+	}
+	return s, nil
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level (ACRELAY_LOG_LEVEL): %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -94,7 +113,7 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format must be text or json")
+	return nil, fmt.Errorf("--log-format (ACRELAY_LOG_FORMAT) %q: want text or json", format)
 }
 
 func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
@@ -260,14 +279,4 @@ func courierHolder() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
-}
-
-// envDuration returns the duration value of the environment variable, or def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-	}
-	return def
 }

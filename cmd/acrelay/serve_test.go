@@ -3,13 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +22,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/acrelay/acrelay/internal/pgtest"
+	"github.com/acrelay/acrelay/registry"
 )
 
 // TestFirstStartTokensOnceAndGracefulStop: an empty store's first start
@@ -163,7 +171,7 @@ func (s *syncBuffer) String() string {
 // TestLocalAdminCommands drives project/identity/key/token create and
 // revoke on the local store, as JSON.
 func TestLocalAdminCommands(t *testing.T) {
-	data := t.TempDir()
+	data := servedStore(t)
 	run := func(args ...string) map[string]any {
 		t.Helper()
 		cmd := rootCmd
@@ -239,10 +247,110 @@ func TestSQLiteWALWritesFlag(t *testing.T) {
 		t.Fatalf("a refused mode created the data directory: %v", err)
 	}
 	for _, mode := range []string{"direct", "gathered"} {
-		if err := run(t.TempDir(), mode); err != nil {
+		if err := run(servedStore(t), mode); err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
 	}
+}
+
+// servedStore returns a data directory holding the store serve's first
+// start leaves: opened with serve's opener and given its default project.
+// The local admin commands need one (TestAdminCommandsNeedAStore).
+func servedStore(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	ctx := context.Background()
+	st, err := openStore(ctx, storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteWAL: "gathered", Create: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := registry.FirstStart(ctx, st, false); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestAdminCommandsNeedAStore: run where there is no store, a local admin
+// command says so and creates neither the data directory nor a file in
+// it; on PostgreSQL the data directory plays no part.
+func TestAdminCommandsNeedAStore(t *testing.T) {
+	t.Setenv("ACRELAY_DATABASE_URL", "") // empty counts as unset
+	t.Setenv("ACRELAY_DATABASE_URL_FILE", "")
+	const (
+		project  = "11111111-1111-4111-8111-111111111111"
+		identity = "22222222-2222-4222-8222-222222222222"
+		key      = "33333333-3333-4333-8333-333333333333"
+	)
+	commands := [][]string{
+		{"project", "create"},
+		{"identity", "create", "--project-id", project},
+		{"identity", "deactivate", "--project-id", project, identity},
+		{"key", "add", "--project-id", project, "--identity-id", identity, "--public-key", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"},
+		{"key", "revoke", "--project-id", project, key},
+		{"token", "create", "--project-id", project},
+		{"token", "revoke", "abcdefghijklmnopqrstuvwxyz"},
+	}
+	run := func(args ...string) error {
+		root := newTestRoot(newAdminCmds()...)
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(args)
+		return root.Execute()
+	}
+	for _, c := range commands {
+		name := strings.Join(c[:2], " ")
+		t.Run(name+"/missing dir", func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "acrelay-data")
+			err := run(slices.Concat(c, []string{"--data-dir", data})...)
+			want := "no acrelay store in " + data + " (run acrelay serve once to create it, or pass --data-dir / ACRELAY_DATA_DIR)"
+			if !errors.Is(err, errNoStore) || err.Error() != want {
+				t.Fatalf("got %v\nwant %s", err, want)
+			}
+			if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the data directory was created: %v", err)
+			}
+		})
+		t.Run(name+"/empty dir", func(t *testing.T) {
+			data := t.TempDir()
+			if err := run(slices.Concat(c, []string{"--data-dir", data})...); !errors.Is(err, errNoStore) {
+				t.Fatalf("got %v, want %v", err, errNoStore)
+			}
+			if names, _ := os.ReadDir(data); len(names) != 0 {
+				t.Fatalf("files were created: %v", names)
+			}
+		})
+	}
+	t.Run("default data dir", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		t.Setenv("ACRELAY_DATA_DIR", "")
+		os.Unsetenv("ACRELAY_DATA_DIR") // restored by t.Setenv
+		err := run("project", "create")
+		want := "no acrelay store in ./acrelay-data (run acrelay serve once to create it, or pass --data-dir / ACRELAY_DATA_DIR)"
+		if err == nil || err.Error() != want {
+			t.Fatalf("got %v\nwant %s", err, want)
+		}
+		if _, err := os.Stat("acrelay-data"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("./acrelay-data was created: %v", err)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		if postgresOpener == nil {
+			t.Skip("PostgreSQL store not built in")
+		}
+		url := pgtest.FreshDatabase(t)
+		data := filepath.Join(t.TempDir(), "acrelay-data")
+		if err := run("project", "create", "--data-dir", data, "--database-url", url); err != nil {
+			t.Fatalf("--database-url: %v", err)
+		}
+		t.Setenv("ACRELAY_DATABASE_URL", url)
+		if err := run("project", "create", "--data-dir", data); err != nil {
+			t.Fatalf("ACRELAY_DATABASE_URL: %v", err)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the data directory was created: %v", err)
+		}
+	})
 }
 
 // TestServeCommitterSlice: serve asks for the group committer's slice
@@ -289,6 +397,7 @@ func TestServeCommitterSlice(t *testing.T) {
 		{nil, nil, "100µs"},
 		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, nil, "2ms"},
 		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, []string{"--sqlite-committer-slice", "0"}, "default"},
+		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2"}, []string{"--sqlite-committer-slice", "0"}, "default"}, // the flag wins; the invalid value does not matter
 	} {
 		want, ok := c.want, func(v string) bool { return v == c.want }
 		if !supported && want != "default" {

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,16 +25,27 @@ type storeConfig struct {
 	SQLiteSync     string
 	SQLiteWAL      string
 	SQLiteSlice    time.Duration
+	// Create lets openStore create a missing SQLite database and its
+	// directory, as serve's first start does. Without it (the admin
+	// commands) a directory with no database is refused, so a command run
+	// from the wrong directory leaves no empty store behind.
+	Create bool
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
-	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", envInt("ACRELAY_SQLITE_MAX_BATCH", 128), "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
+	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", 128, "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
 	cmd.Flags().StringVar(&c.SQLiteSync, "sqlite-sync", envOr("ACRELAY_SQLITE_SYNC", "fdatasync"), "system call SQLite commits with: fdatasync (as SQLite's Linux builds; same durability) or fsync (ACRELAY_SQLITE_SYNC)")
 	cmd.Flags().StringVar(&c.SQLiteWAL, "sqlite-wal-writes", envOr("ACRELAY_SQLITE_WAL_WRITES", "gathered"), "how the SQLite writer writes the WAL: gathered (a commit's frames in one write; Linux) or direct (each frame as SQLite issues it); same durability (ACRELAY_SQLITE_WAL_WRITES)")
-	cmd.Flags().DurationVar(&c.SQLiteSlice, "sqlite-committer-slice", envDuration("ACRELAY_SQLITE_COMMITTER_SLICE", sqlite.DefaultCommitterSlice), "scheduling slice the SQLite group committer's thread asks Linux (6.12 or later) for, so it runs as soon as its sync completes; 0 = the default scheduling (ACRELAY_SQLITE_COMMITTER_SLICE)")
-	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", secretFromEnv("ACRELAY_DATABASE_URL"), "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
+	cmd.Flags().DurationVar(&c.SQLiteSlice, "sqlite-committer-slice", sqlite.DefaultCommitterSlice, "scheduling slice the SQLite group committer's thread asks Linux (6.12 or later) for, so it runs as soon as its sync completes; 0 = the default scheduling (ACRELAY_SQLITE_COMMITTER_SLICE)")
+	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
+	bindEnv(cmd, "sqlite-max-batch", "ACRELAY_SQLITE_MAX_BATCH")
+	bindEnv(cmd, "sqlite-committer-slice", "ACRELAY_SQLITE_COMMITTER_SLICE")
+	bindSecretEnv(cmd, "database-url", "ACRELAY_DATABASE_URL")
 }
+
+// errNoStore: an admin command found no SQLite database to open.
+var errNoStore = errors.New("no acrelay store")
 
 func (c storeConfig) describe() string {
 	if c.DatabaseURL != "" {
@@ -58,7 +70,7 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 			logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
 		}
 	default:
-		return nil, fmt.Errorf("--sqlite-sync %q: want fdatasync or fsync", c.SQLiteSync)
+		return nil, fmt.Errorf("--sqlite-sync (ACRELAY_SQLITE_SYNC) %q: want fdatasync or fsync", c.SQLiteSync)
 	}
 	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
 		return nil, fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
@@ -70,22 +82,18 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if slice == 0 {
 		slice = -1 // off
 	}
+	path := filepath.Join(c.DataDir, "acrelay.db")
+	if !c.Create {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w in %s (run acrelay serve once to create it, or pass --data-dir / ACRELAY_DATA_DIR)", errNoStore, c.DataDir)
+		}
+	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.OpenWith(ctx, filepath.Join(c.DataDir, "acrelay.db"), logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct", CommitterSlice: slice})
+	db, err := sqlite.OpenWith(ctx, path, logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct", CommitterSlice: slice})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}
 	return db, nil
-}
-
-// envInt returns the integer value of the environment variable, or def.
-func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
 }
