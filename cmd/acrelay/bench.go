@@ -414,7 +414,11 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 		projectID = who.ProjectID
 	}
 
-	// One identity and key; each client its own session.
+	// One identity and key, and as many sessions as clients: event i is
+	// session i mod C's (i / C + 1)th. Clients take events in order from
+	// one counter, so a session's events are spread over the clients and
+	// may arrive slightly out of order, as from an agent with parallel
+	// workers. (Kept so that figures stay comparable across sessions.)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	m, err := benchAdmin(client, url, token, "/v1/admin/projects/"+projectID+"/identities", map[string]any{"display_name": "bench"})
 	if err != nil {
