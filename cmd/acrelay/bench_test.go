@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
@@ -122,16 +121,7 @@ func TestBenchBoundHandler(t *testing.T) {
 	defer srv.Close()
 	call := func(path, token, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&m)
-		return res.StatusCode, m
+		return httpJSON(t, "POST", srv.URL+path, token, json.RawMessage(body))
 	}
 	if code, _ := call("/v1/admin/projects", "wrong", "{}"); code != 401 {
 		t.Fatalf("project with a wrong token: %d, want 401", code)
