@@ -38,9 +38,11 @@ func main() {
 	}
 }
 
-// envOr returns the environment variable's value, or def when unset.
+// envOr returns the environment variable's value, or def when it is unset
+// or empty (as for the numbers and durations applyEnv sets: an empty
+// ACRELAY_ADDR must not mean "listen on every interface").
 func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
+	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def

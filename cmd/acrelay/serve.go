@@ -74,6 +74,12 @@ func newServeCmd() *cobra.Command {
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
 
+// minCourierLease is the shortest --courier-lease: a holder renews its
+// lease every third of it, so a shorter one is mostly renewals (and under
+// a millisecond the stores refuse it, which left the courier retrying in
+// a busy loop).
+const minCourierLease = time.Second
+
 // secretFromEnv reads NAME or, when that is unset or empty, the file named
 // by NAME_FILE. A NAME_FILE that cannot be read or holds only white space
 // is an error, not an absent secret; the error names the variable and
@@ -120,6 +126,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.CourierLease < minCourierLease {
+		return fmt.Errorf("--courier-lease (ACRELAY_COURIER_LEASE) %s: want at least %s", cfg.CourierLease, minCourierLease)
 	}
 	if ctx == nil {
 		ctx = context.Background()

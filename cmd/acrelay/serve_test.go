@@ -260,7 +260,7 @@ func servedStore(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
 	ctx := context.Background()
-	st, err := openStore(ctx, storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteWAL: "gathered", Create: true}, slog.New(slog.DiscardHandler))
+	st, err := openStore(ctx, storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteWAL: "gathered", SQLiteMaxBatch: 128, Create: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,9 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 		}
 		return postgresOpener(ctx, c.DatabaseURL, logger)
 	}
+	if c.SQLiteMaxBatch < 1 || c.SQLiteMaxBatch > sqlite.MaxBatchLimit {
+		return nil, fmt.Errorf("--sqlite-max-batch (ACRELAY_SQLITE_MAX_BATCH) %d: want 1 to %d", c.SQLiteMaxBatch, sqlite.MaxBatchLimit)
+	}
 	switch c.SQLiteSync {
 	case "fdatasync", "fsync":
 		if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {

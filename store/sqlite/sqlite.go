@@ -33,7 +33,8 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // Options tune Open. The zero value is the production setting.
 type Options struct {
 	// MaxBatch caps how many queued appends one transaction takes (group
-	// commit); 0 means 128. 1 gives one transaction per event, for
+	// commit); 0 means 128, and OpenWith refuses a negative value or one
+	// above MaxBatchLimit. 1 gives one transaction per event, for
 	// comparison only.
 	MaxBatch int
 	// ThreadIndexEvery is how many of a project's newest events may be
@@ -63,6 +64,11 @@ type Options struct {
 	// negative value leaves the thread to the default scheduling.
 	CommitterSlice time.Duration
 }
+
+// MaxBatchLimit is the largest Options.MaxBatch: the append queue holds
+// four batches, and a batch is one transaction whose appends all wait for
+// its commit.
+const MaxBatchLimit = 16384
 
 // DefaultCommitterSlice is Options.CommitterSlice's default: the shortest
 // slice Linux grants.
@@ -134,7 +140,10 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxBatch <= 0 {
+	if opts.MaxBatch < 0 || opts.MaxBatch > MaxBatchLimit {
+		return nil, fmt.Errorf("open sqlite: MaxBatch %d: want 1 to %d (0 for the default)", opts.MaxBatch, MaxBatchLimit)
+	}
+	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 128
 	}
 	if opts.BusyTimeout <= 0 {

@@ -35,3 +35,18 @@ func openOpts(t *testing.T, opts sqlite.Options) store.Store {
 func TestStore(t *testing.T) {
 	storetest.Run(t, openTemp)
 }
+
+// TestMaxBatchRange: OpenWith refuses a MaxBatch it cannot honour (the
+// queue is sized from it) instead of crashing; the limits themselves open.
+func TestMaxBatchRange(t *testing.T) {
+	for _, n := range []int{-1, sqlite.MaxBatchLimit + 1, 1 << 62} {
+		db, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), nil, sqlite.Options{MaxBatch: n})
+		if err == nil {
+			db.Close()
+			t.Fatalf("MaxBatch %d: opened, want an error", n)
+		}
+	}
+	for _, n := range []int{0, 1, sqlite.MaxBatchLimit} {
+		openOpts(t, sqlite.Options{MaxBatch: n})
+	}
+}
