@@ -57,3 +57,25 @@ func TestHealthz(t *testing.T) {
 	a := e2.newAgent(e2.newProject(""))
 	mustStatus(t, e2.post(a, a.intent("repo:x", "still appending")), http.StatusCreated)
 }
+
+// TestUncleanPathsAreNotFound: a path with dot segments, doubled slashes
+// or an encoded slash gets the JSON 404, with or without a token, never a
+// redirect to its clean form.
+func TestUncleanPathsAreNotFound(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/v1/handoffs/..%2F..%2Fhealthz"},
+		{"POST", "/v1/admin/projects/..%2F" + pid + "/identities"},
+		{"GET", "/v1//whoami"},
+		{"GET", "/v1/correspondence/./events"},
+		{"GET", "/v1/correspondence/events/../events"},
+	} {
+		for _, token := range []string{"", tok} {
+			r := e.do(tc.method, tc.path, token, nil)
+			if r.Status != http.StatusNotFound || r.code(t) != "not_found" || r.Header.Get("Location") != "" {
+				t.Errorf("%s %s (token %v): %d %q Location %q; want 404 not_found, no Location", tc.method, tc.path, token != "", r.Status, r.Body, r.Header.Get("Location"))
+			}
+		}
+	}
+}

@@ -10,7 +10,11 @@ import (
 // Handler returns the relay's routes. Every route but /healthz needs a
 // bearer token; every correspondence route acts on the bearer's project.
 func (s *Server) Handler() http.Handler {
-	m := mux.NewRouter()
+	// An unclean path (dot segments, doubled slashes, %2F decoded into
+	// one) is not redirected to its clean form, which gorilla/mux would do
+	// with an empty 301 before any route or token check (for a POST too):
+	// it matches no route and gets the JSON 404.
+	m := mux.NewRouter().SkipClean(true)
 	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNotFound) })
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errf(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this resource"))
