@@ -88,6 +88,7 @@ var (
 	errHandoffIDInvalid     = errf(http.StatusBadRequest, "handoff_id_invalid", "the handoff id in the URL is not a canonical lowercase UUID")
 	errHandoffIDMismatch    = errf(http.StatusBadRequest, "handoff_id_mismatch", "handoffId in the body is not the handoff id in the URL")
 	errPreconditionRequired = errf(http.StatusPreconditionRequired, "precondition_required", "a transition needs If-Match with the contract's current ETag").withHint("GET the contract and send its ETag in If-Match")
+	errHandoffPresent       = errf(http.StatusPreconditionFailed, "precondition_failed", "If-None-Match: the contract already exists").withHint("GET it, or PUT without If-None-Match to replay its creation")
 	errPreconditionFailed   = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match does not match the contract's current ETag").withHint("GET the contract again and retry with its ETag")
 	errTransitionBody       = errf(http.StatusBadRequest, "transition_invalid", `the body must be {"to": state, "result"?: object}`)
 )
@@ -148,7 +149,8 @@ func (s *Server) writeHandoff(w http.ResponseWriter, r *http.Request, status int
 	s.writeBytes(w, r, status, mediaJSON, body)
 }
 
-// handleHandoffPut creates a contract (201) or replays its creation (200).
+// handleHandoffPut creates a contract (201) or replays its creation (200);
+// with If-None-Match: * (or the current ETag) a replay is 412 instead.
 func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 	p, id, ok := s.handoffStart(w, r, store.ScopeAppend, true)
 	if !ok {
@@ -196,6 +198,12 @@ func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 	body, err := s.representation(r, v, time.Now())
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if !created && ifNoneMatch(r, etagOf(body)) {
+		// RFC 9110 §13.1.2: If-None-Match: * (or the current ETag) asks
+		// for a create only; the replay is refused and nothing changed.
+		s.writeError(w, r, errHandoffPresent)
 		return
 	}
 	status := http.StatusOK

@@ -583,3 +583,26 @@ func TestHandoffIsolationAndScopes(t *testing.T) {
 		t.Fatalf("the other project's move changed this one: %s", st)
 	}
 }
+
+// TestHandoffPutIfNoneMatch: If-None-Match: * makes a PUT create-only
+// (RFC 9110 §13.1.2): 201 when the contract is new, 412 precondition_failed
+// for what would be a replay, and the stored contract is unchanged; the
+// current ETag behaves like *, another ETag does not.
+func TestHandoffPutIfNoneMatch(t *testing.T) {
+	e := newEnv(t)
+	_, tok := e.newProject("")
+	id := newUUID()
+	doc := contractJSON(t, contractDoc(t, id, "k", time.Now(), 2))
+	created := e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-None-Match", "*")
+	mustStatus(t, created, 201)
+	wantError(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-None-Match", "*"), 412, "precondition_failed")
+	etag := created.Header.Get("ETag")
+	wantError(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-None-Match", `"other", `+etag), 412, "precondition_failed")
+	mustStatus(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-None-Match", `"other"`), 200)
+	mustStatus(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc), 200)
+	got := e.do("GET", "/v1/handoffs/"+id, tok, nil)
+	mustStatus(t, got, 200)
+	if got.Header.Get("ETag") != etag {
+		t.Fatalf("ETag after the refused PUTs %s, want %s", got.Header.Get("ETag"), etag)
+	}
+}
