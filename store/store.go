@@ -106,14 +106,25 @@ type Registry interface {
 	// ActiveIdentityIDs pages the active identity ids of a project in
 	// ascending order, strictly after afterID ("" for the first page).
 	ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
+	// ListIdentities pages a project's identities of every status in
+	// ascending id order, strictly after afterID, at most limit.
+	ListIdentities(ctx context.Context, projectID, afterID string, limit int) ([]Identity, error)
 
 	AddKey(ctx context.Context, k SigningKey) (SigningKey, error)
 	GetKey(ctx context.Context, projectID, id string) (SigningKey, error)
 	RevokeKey(ctx context.Context, projectID, id string) (SigningKey, error)
+	// ListKeys pages the signing keys of every status of one identity of a
+	// project in ascending id order, strictly after afterID, at most limit
+	// (none for an unknown identity).
+	ListKeys(ctx context.Context, projectID, identityID, afterID string, limit int) ([]SigningKey, error)
 
 	CreateToken(ctx context.Context, t Token) (Token, error)
 	GetToken(ctx context.Context, id string) (Token, error)
 	RevokeToken(ctx context.Context, id string) error
+	// ListTokens pages a project's tokens, revoked ones included, in
+	// ascending id order, strictly after afterID, at most limit. Hash is
+	// left empty: listings never carry it.
+	ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]Token, error)
 
 	// Setting and PutSetting keep small server-wide values (such as the
 	// operator token's hash). Setting returns ErrNotFound when unset.

@@ -24,6 +24,8 @@ const (
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = $1 AND status = 'active' AND id > $2 ORDER BY id LIMIT $3`
+	listIdentities = `SELECT id, project_id, display_name, status, created_at FROM identities
+		WHERE project_id = $1 AND id > $2 ORDER BY id LIMIT $3`
 
 	// insertKey inserts nothing (no row returned) unless the identity
 	// exists in the project.
@@ -34,12 +36,16 @@ const (
 	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = $1 AND id = $2`
 	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = $1 AND id = $2
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
+	listKeys = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys
+		WHERE project_id = $1 AND identity_id = $2 AND id > $3 ORDER BY id LIMIT $4`
 
 	insertToken = `INSERT INTO tokens (id, project_id, scopes, hash, revoked, created_at)
 		SELECT $1, p.id, $3::text[], $4::bytea, $5::boolean, ` + nowMS + ` FROM projects p WHERE p.id = $2
 		RETURNING created_at`
 	selectToken = `SELECT id, project_id, scopes, hash, revoked, created_at FROM tokens WHERE id = $1`
 	revokeToken = `UPDATE tokens SET revoked = true WHERE id = $1`
+	listTokens  = `SELECT id, project_id, scopes, revoked, created_at FROM tokens
+		WHERE project_id = $1 AND id > $2 ORDER BY id LIMIT $3`
 
 	selectSetting = `SELECT value FROM settings WHERE name = $1`
 	upsertSetting = `INSERT INTO settings (name, value) VALUES ($1, $2)

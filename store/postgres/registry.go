@@ -91,6 +91,46 @@ func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, 
 	return ids, mapErr("active identity ids", err)
 }
 
+// ListIdentities pages the project's identities of every status in
+// ascending byte order of id (COLLATE "C"), strictly after afterID, at
+// most limit.
+func (db *DB) ListIdentities(ctx context.Context, projectID, afterID string, limit int) ([]store.Identity, error) {
+	rows, err := db.pool.Query(ctx, listIdentities, projectID, afterID, limit)
+	if err != nil {
+		return nil, mapErr("list identities", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Identity, error) { return scanIdentity(row) })
+	return out, mapErr("list identities", err)
+}
+
+// ListKeys pages the signing keys of every status of one identity in
+// ascending byte order of id, strictly after afterID, at most limit.
+func (db *DB) ListKeys(ctx context.Context, projectID, identityID, afterID string, limit int) ([]store.SigningKey, error) {
+	rows, err := db.pool.Query(ctx, listKeys, projectID, identityID, afterID, limit)
+	if err != nil {
+		return nil, mapErr("list keys", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SigningKey, error) { return scanKey(row) })
+	return out, mapErr("list keys", err)
+}
+
+// ListTokens pages the project's tokens, revoked ones included, in
+// ascending byte order of id, strictly after afterID, at most limit;
+// Hash is left empty.
+func (db *DB) ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]store.Token, error) {
+	rows, err := db.pool.Query(ctx, listTokens, projectID, afterID, limit)
+	if err != nil {
+		return nil, mapErr("list tokens", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Token, error) {
+		var t store.Token
+		err := row.Scan(&t.ID, &t.ProjectID, &t.Scopes, &t.Revoked, &t.CreatedAt)
+		t.CreatedAt = utc(t.CreatedAt)
+		return t, err
+	})
+	return out, mapErr("list tokens", err)
+}
+
 // AddKey stores a signing key of an identity; an empty Status means active
 // and an empty ProjectID means the identity's project. Errors:
 // store.ErrNotFound (no such identity in that project), store.ErrExists.

@@ -19,17 +19,23 @@ const (
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = ? AND status = 'active' AND id > ? ORDER BY id LIMIT ?`
+	listIdentities = `SELECT id, project_id, display_name, status, created_at FROM identities
+		WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`
 
 	insertKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at)
 		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
 	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = ? AND id = ?`
 	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = ? AND id = ?
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
+	listKeys = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys
+		WHERE project_id = ? AND identity_id = ? AND id > ? ORDER BY id LIMIT ?`
 
 	insertToken = `INSERT INTO tokens (id, project_id, scopes, hash, revoked, created_at)
 		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
 	selectToken = `SELECT id, project_id, scopes, hash, revoked, created_at FROM tokens WHERE id = ?`
 	revokeToken = `UPDATE tokens SET revoked = 1 WHERE id = ?`
+	listTokens  = `SELECT id, project_id, scopes, revoked, created_at FROM tokens
+		WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`
 
 	selectSetting = `SELECT value FROM settings WHERE name = ?`
 	upsertSetting = `INSERT INTO settings (name, value) VALUES (?, ?)

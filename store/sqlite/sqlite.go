@@ -435,7 +435,10 @@ func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (sto
 	return i, mapErr("deactivate identity", err)
 }
 
-func scanIdentity(row *sql.Row) (store.Identity, error) {
+// rowScanner is a *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanIdentity(row rowScanner) (store.Identity, error) {
 	var i store.Identity
 	var at string
 	if err := row.Scan(&i.ID, &i.ProjectID, &i.DisplayName, &i.Status, &at); err != nil {
@@ -462,6 +465,54 @@ func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, 
 		ids = append(ids, id)
 	}
 	return ids, mapErr("active identity ids", rows.Err())
+}
+
+// ListIdentities pages the project's identities of every status in
+// ascending byte order of id, strictly after afterID, at most limit.
+func (db *DB) ListIdentities(ctx context.Context, projectID, afterID string, limit int) ([]store.Identity, error) {
+	return listRows(ctx, db, "list identities", scanIdentity, listIdentities, projectID, afterID, limit)
+}
+
+// ListKeys pages the signing keys of every status of one identity in
+// ascending byte order of id, strictly after afterID, at most limit.
+func (db *DB) ListKeys(ctx context.Context, projectID, identityID, afterID string, limit int) ([]store.SigningKey, error) {
+	return listRows(ctx, db, "list keys", scanKey, listKeys, projectID, identityID, afterID, limit)
+}
+
+// ListTokens pages the project's tokens, revoked ones included, in
+// ascending byte order of id, strictly after afterID, at most limit;
+// Hash is left empty.
+func (db *DB) ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]store.Token, error) {
+	return listRows(ctx, db, "list tokens", func(row rowScanner) (store.Token, error) {
+		var t store.Token
+		var scopes, at string
+		if err := row.Scan(&t.ID, &t.ProjectID, &scopes, &t.Revoked, &at); err != nil {
+			return store.Token{}, err
+		}
+		if err := json.Unmarshal([]byte(scopes), &t.Scopes); err != nil {
+			return store.Token{}, fmt.Errorf("scopes: %w", store.ErrUnavailable)
+		}
+		t.CreatedAt = parseTime(at)
+		return t, nil
+	}, listTokens, projectID, afterID, limit)
+}
+
+// listRows runs a registry listing on the read pool and scans every row.
+func listRows[T any](ctx context.Context, db *DB, what string, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.rd.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, mapErr(what, err)
+		}
+		out = append(out, v)
+	}
+	return out, mapErr(what, rows.Err())
 }
 
 // AddKey stores a signing key of the identity k.IdentityID in project
@@ -505,7 +556,7 @@ func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.Signin
 	return k, mapErr("revoke key", err)
 }
 
-func scanKey(row *sql.Row) (store.SigningKey, error) {
+func scanKey(row rowScanner) (store.SigningKey, error) {
 	var k store.SigningKey
 	var at string
 	if err := row.Scan(&k.ID, &k.IdentityID, &k.ProjectID, &k.PublicKey, &k.Status, &at); err != nil {

@@ -111,6 +111,37 @@ func testIdentities(t *testing.T, s store.Store) {
 	if !slices.EqualFunc(pages, wantPages, slices.Equal) {
 		t.Fatalf("pages = %v, want %v", pages, wantPages)
 	}
+
+	// ListIdentities: every status, in id order, paged, never another
+	// project's (the same id there included).
+	var listed []store.Identity
+	after = ""
+	for {
+		page := must[[]store.Identity](t, "list page")(s.ListIdentities(ctx, pid, after, 2))
+		if len(page) == 0 {
+			break
+		}
+		if len(page) > 2 {
+			t.Fatalf("page of %d, limit 2", len(page))
+		}
+		listed = append(listed, page...)
+		after = page[len(page)-1].ID
+	}
+	sorted := slices.Sorted(slices.Values(ids))
+	if len(listed) != len(sorted) {
+		t.Fatalf("listed %d identities, want %d: %+v", len(listed), len(sorted), listed)
+	}
+	for i, got := range listed {
+		if want := must[store.Identity](t, "get")(s.GetIdentity(ctx, pid, sorted[i])); got != want {
+			t.Fatalf("listed[%d] = %+v, want %+v", i, got, want)
+		}
+	}
+	if listed[0].Status != store.StatusInactive {
+		t.Fatalf("the deactivated identity is listed as %q", listed[0].Status)
+	}
+	if got := must[[]store.Identity](t, "list")(s.ListIdentities(ctx, NewUUID(), "", 10)); len(got) != 0 {
+		t.Fatalf("unknown project lists %+v", got)
+	}
 }
 
 func testKeys(t *testing.T, s store.Store) {
@@ -150,6 +181,23 @@ func testKeys(t *testing.T, s store.Store) {
 	if got := must[store.SigningKey](t, "get")(s.GetKey(ctx, other, sg.KeyID)); got.Status != store.StatusActive {
 		t.Fatalf("revoking a key revoked another project's key with the same id: %+v", got)
 	}
+	// ListKeys: the identity's keys of every status, in id order, paged;
+	// the same ids in another project are that project's.
+	second := store.SigningKey{ID: "00000000-0000-4000-8000-000000000000", IdentityID: sg.IdentityID, ProjectID: pid, PublicKey: encodePub(NewSigner(t, pid))}
+	second = must[store.SigningKey](t, "second key")(s.AddKey(ctx, second))
+	keys := must[[]store.SigningKey](t, "list keys")(s.ListKeys(ctx, pid, sg.IdentityID, "", 10))
+	if len(keys) != 2 || keys[0] != second || keys[1] != want {
+		t.Fatalf("keys = %+v, want [%+v %+v]", keys, second, want)
+	}
+	if page := must[[]store.SigningKey](t, "list keys")(s.ListKeys(ctx, pid, sg.IdentityID, second.ID, 1)); len(page) != 1 || page[0] != want {
+		t.Fatalf("second page = %+v, want [%+v]", page, want)
+	}
+	if got := must[[]store.SigningKey](t, "list keys")(s.ListKeys(ctx, other, sg.IdentityID, "", 10)); len(got) != 1 || got[0].ProjectID != other || got[0].Status != store.StatusActive {
+		t.Fatalf("other project's keys = %+v", got)
+	}
+	if got := must[[]store.SigningKey](t, "list keys")(s.ListKeys(ctx, pid, NewUUID(), "", 10)); len(got) != 0 {
+		t.Fatalf("unknown identity lists %+v", got)
+	}
 	_, err = s.GetKey(ctx, pid, NewUUID())
 	wantErr(t, "unknown key", err, store.ErrNotFound)
 	_, err = s.RevokeKey(ctx, pid, NewUUID())
@@ -183,6 +231,24 @@ func testTokens(t *testing.T, s store.Store) {
 	admin := must[store.Token](t, "admin")(s.CreateToken(ctx, store.Token{ID: "admin", ProjectID: pid, Scopes: []string{store.ScopeAdmin}, Hash: sum[:]}))
 	if got := must[store.Token](t, "get")(s.GetToken(ctx, admin.ID)); !slices.Equal(got.Scopes, []string{store.ScopeAdmin}) {
 		t.Fatalf("scopes = %v", got.Scopes)
+	}
+
+	// ListTokens: revoked ones included, in id order, paged, without
+	// hashes, never another project's.
+	otherPID := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	must[store.Token](t, "other's")(s.CreateToken(ctx, store.Token{ID: "b-other", ProjectID: otherPID, Scopes: []string{store.ScopeRead}, Hash: sum[:]}))
+	list := must[[]store.Token](t, "list tokens")(s.ListTokens(ctx, pid, "", 10))
+	if len(list) != 2 || list[0].ID != "abcdefghijklmnopqrstuvwxyz" || list[1].ID != "admin" {
+		t.Fatalf("tokens = %+v", list)
+	}
+	for i, want := range []store.Token{must[store.Token](t, "get")(s.GetToken(ctx, list[0].ID)), admin} {
+		got := list[i]
+		if got.Hash != nil || got.ProjectID != pid || !slices.Equal(got.Scopes, want.Scopes) || got.Revoked != (i == 0) || !got.CreatedAt.Equal(want.CreatedAt) {
+			t.Fatalf("tokens[%d] = %+v, want %+v without its hash", i, got, want)
+		}
+	}
+	if page := must[[]store.Token](t, "list tokens")(s.ListTokens(ctx, pid, list[0].ID, 1)); len(page) != 1 || page[0].ID != "admin" {
+		t.Fatalf("second page = %+v", page)
 	}
 }
 
