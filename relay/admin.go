@@ -125,11 +125,15 @@ func (s *Server) handleIdentityCreate(w http.ResponseWriter, r *http.Request) {
 // bearer's own project, or for the operator token the project_id query
 // parameter (ids are scoped to their project, so an id alone is not enough).
 func adminProject(r *http.Request) (string, error) {
-	p := principalFrom(r.Context())
 	q, err := readQuery(r, "project_id")
 	if err != nil {
 		return "", err
 	}
+	return adminProjectOf(principalFrom(r.Context()), q)
+}
+
+// adminProjectOf is adminProject over a query already read.
+func adminProjectOf(p principal, q map[string]string) (string, error) {
 	if !p.Operator {
 		if pid, ok := q["project_id"]; ok && pid != p.ProjectID {
 			return "", errNotFound

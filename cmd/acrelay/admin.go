@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/store"
 )
@@ -50,6 +51,9 @@ func printResult(w io.Writer, asJSON bool, v any, text string) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(v)
+	}
+	if text == "" {
+		return nil // an empty list prints nothing
 	}
 	_, err := fmt.Fprintln(w, text)
 	return err
@@ -214,7 +218,104 @@ func newAdminCmds() []*cobra.Command {
 		l2.flags(r)
 		tok.AddCommand(r)
 	}
+	identity.AddCommand(newListCmd("identities", "List a project's identities, every status",
+		"  acrelay identity list --project-id P", false,
+		func(ctx context.Context, st store.Store, projectID, _ string) (any, string, error) {
+			rows, err := listAll(func(after string, limit int) ([]store.Identity, error) {
+				return st.ListIdentities(ctx, projectID, after, limit)
+			}, func(i store.Identity) string { return i.ID })
+			out, lines := make([]map[string]string, 0, len(rows)), make([]string, 0, len(rows))
+			for _, i := range rows {
+				at := correspondence.FormatTimestamp(i.CreatedAt)
+				out = append(out, map[string]string{"identity_id": i.ID, "display_name": i.DisplayName, "status": i.Status, "created_at": at})
+				lines = append(lines, strings.Join([]string{i.ID, i.Status, at, i.DisplayName}, "\t"))
+			}
+			return map[string]any{"identities": out}, strings.Join(lines, "\n"), err
+		}))
+	key.AddCommand(newListCmd("keys", "List an identity's signing keys, every status",
+		"  acrelay key list --project-id P --identity-id I", true,
+		func(ctx context.Context, st store.Store, projectID, identityID string) (any, string, error) {
+			if _, err := st.GetIdentity(ctx, projectID, identityID); err != nil {
+				return nil, "", fmt.Errorf("identity: %w", err)
+			}
+			rows, err := listAll(func(after string, limit int) ([]store.SigningKey, error) {
+				return st.ListKeys(ctx, projectID, identityID, after, limit)
+			}, func(k store.SigningKey) string { return k.ID })
+			out, lines := make([]map[string]string, 0, len(rows)), make([]string, 0, len(rows))
+			for _, k := range rows {
+				at := correspondence.FormatTimestamp(k.CreatedAt)
+				out = append(out, map[string]string{"signing_key_id": k.ID, "identity_id": k.IdentityID, "public_key_b64url": k.PublicKey, "status": k.Status, "created_at": at})
+				lines = append(lines, strings.Join([]string{k.ID, k.Status, at, k.PublicKey}, "\t"))
+			}
+			return map[string]any{"keys": out}, strings.Join(lines, "\n"), err
+		}))
+	tok.AddCommand(newListCmd("tokens", "List a project's tokens, revoked ones included (never their secrets)",
+		"  acrelay token list --project-id P", false,
+		func(ctx context.Context, st store.Store, projectID, _ string) (any, string, error) {
+			rows, err := listAll(func(after string, limit int) ([]store.Token, error) {
+				return st.ListTokens(ctx, projectID, after, limit)
+			}, func(t store.Token) string { return t.ID })
+			out, lines := make([]map[string]any, 0, len(rows)), make([]string, 0, len(rows))
+			for _, t := range rows {
+				at := correspondence.FormatTimestamp(t.CreatedAt)
+				status := map[bool]string{true: "revoked", false: "active"}[t.Revoked]
+				out = append(out, map[string]any{"token_id": t.ID, "scopes": t.Scopes, "revoked": t.Revoked, "created_at": at})
+				lines = append(lines, strings.Join([]string{t.ID, status, at, strings.Join(t.Scopes, ",")}, "\t"))
+			}
+			return map[string]any{"tokens": out}, strings.Join(lines, "\n"), err
+		}))
 	return []*cobra.Command{project, identity, key, tok}
+}
+
+// newListCmd is a local "list" command over one project (and, withIdentity,
+// one identity of it): list prints every row, one per line (tab-separated:
+// id, status, created_at, then the rest) or, with --json, one object
+// {<what>: [...]}. An unknown project is an error, not an empty list.
+func newListCmd(what, short, example string, withIdentity bool,
+	list func(ctx context.Context, st store.Store, projectID, identityID string) (any, string, error)) *cobra.Command {
+	var l localCmd
+	var projectID, identityID string
+	c := &cobra.Command{
+		Use: "list", Short: short, Args: cobra.NoArgs, Example: example,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+				if _, err := st.GetProject(ctx, projectID); err != nil {
+					return nil, "", fmt.Errorf("project: %w", err)
+				}
+				v, text, err := list(ctx, st, projectID, identityID)
+				if err != nil {
+					return nil, "", fmt.Errorf("list %s: %w", what, err)
+				}
+				return v, text, nil
+			})
+		},
+	}
+	l.flags(c)
+	c.Flags().StringVar(&projectID, "project-id", "", "project id (required)")
+	_ = c.MarkFlagRequired("project-id")
+	if withIdentity {
+		c.Flags().StringVar(&identityID, "identity-id", "", "identity id (required)")
+		_ = c.MarkFlagRequired("identity-id")
+	}
+	return c
+}
+
+// listAll pages a registry listing to its end.
+func listAll[T any](list func(after string, limit int) ([]T, error), id func(T) string) ([]T, error) {
+	const page = 200
+	var out []T
+	after := ""
+	for {
+		rows, err := list(after, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		if len(rows) < page {
+			return out, nil
+		}
+		after = id(rows[len(rows)-1])
+	}
 }
 
 func init() { rootCmd.AddCommand(newAdminCmds()...) }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -216,6 +217,29 @@ func TestLocalAdminCommands(t *testing.T) {
 	if r := run("token", "revoke", tok["token_id"].(string)); r["status"] != "revoked" {
 		t.Fatalf("revoke token %v", r)
 	}
+	// The listings show every status; a token's secret never.
+	const pid = "11111111-1111-4111-8111-111111111111"
+	second := run("token", "create", "--project-id", pid, "--scopes", "admin")
+	tl := run("token", "list", "--project-id", pid)
+	rows, _ := tl["tokens"].([]any)
+	if len(rows) != 2 || strings.Contains(fmt.Sprint(tl), tok["token"].(string)) || strings.Contains(fmt.Sprint(tl), second["token"].(string)) {
+		t.Fatalf("token list %v", tl)
+	}
+	for _, row := range rows {
+		m := row.(map[string]any)
+		if want := m["token_id"] == tok["token_id"]; m["revoked"] != want || len(m) != 4 {
+			t.Fatalf("token row %v: want revoked %v and exactly token_id, scopes, revoked, created_at", m, want)
+		}
+	}
+	il := run("identity", "list", "--project-id", pid)
+	if rows, _ := il["identities"].([]any); len(rows) != 1 || rows[0].(map[string]any)["status"] != "inactive" {
+		t.Fatalf("identity list %v", il)
+	}
+	kl := run("key", "list", "--project-id", pid, "--identity-id", "22222222-2222-4222-8222-222222222222")
+	if rows, _ := kl["keys"].([]any); len(rows) != 1 || rows[0].(map[string]any)["status"] != "revoked" ||
+		rows[0].(map[string]any)["public_key_b64url"] != "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg" {
+		t.Fatalf("key list %v", kl)
+	}
 	// A duplicate id is refused.
 	cmd := rootCmd
 	cmd.SetOut(io.Discard)
@@ -223,6 +247,16 @@ func TestLocalAdminCommands(t *testing.T) {
 	cmd.SetArgs([]string{"project", "create", "--project-id", "11111111-1111-4111-8111-111111111111", "--data-dir", data})
 	if err := cmd.Execute(); err == nil {
 		t.Fatal("duplicate project accepted")
+	}
+	// Listing an unknown project or identity is an error, not an empty list.
+	for _, args := range [][]string{
+		{"token", "list", "--project-id", "00000000-0000-4000-8000-000000000000"},
+		{"key", "list", "--project-id", pid, "--identity-id", "00000000-0000-4000-8000-000000000000"},
+	} {
+		cmd.SetArgs(append(args, "--data-dir", data))
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "not found") {
+			t.Fatalf("%v: %v, want a not-found error", args, err)
+		}
 	}
 }
 
