@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/store"
 )
 
 // Handler returns the relay's routes. Every route but /healthz needs a
@@ -67,13 +69,6 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// healthChecker is a store that can tell more about its health than
-// whether it answers a read (the SQLite store: whether its checkpoints
-// succeed).
-type healthChecker interface {
-	Health(ctx context.Context) error
-}
-
 // handleHealth: GET /healthz → 200 "ok", or 503 unavailable when the store
 // cannot be read or reports itself unhealthy (for SQLite, while its WAL
 // checkpoint is failing: appends still work, but the WAL grows until the
@@ -81,7 +76,7 @@ type healthChecker interface {
 // logged, never sent.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	var err error
-	if h, ok := s.st.(healthChecker); ok {
+	if h, ok := s.st.(store.HealthChecker); ok {
 		err = h.Health(r.Context())
 	} else {
 		_, err = s.st.CountProjects(r.Context())

@@ -87,6 +87,14 @@ type Token struct {
 	CreatedAt time.Time
 }
 
+// HealthChecker is a store that can tell more about its health than
+// whether it answers a read: Health is nil while it can keep its promises
+// (the SQLite store: also while its WAL checkpoints succeed). The relay's
+// GET /healthz answers 503 otherwise.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
 // Registry holds projects, identities, keys and token hashes.
 // Create* return ErrExists for a duplicate id; Get*, Deactivate*, Revoke*
 // return ErrNotFound for an unknown id.

@@ -110,6 +110,9 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if c.Events < 1 || c.Clients < 1 || c.Rounds < 1 {
 		return fmt.Errorf("--events, --clients and --rounds must be positive")
 	}
+	if c.URL != "" && (c.CompareOneTx || c.CompareBound) {
+		return fmt.Errorf("--compare-one-tx and --compare-http-bound start their own servers: not with --url")
+	}
 	runs := []int{0}
 	if c.CompareOneTx {
 		runs = append(runs, 1)

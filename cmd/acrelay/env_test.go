@@ -177,3 +177,23 @@ func TestEnvErrorsExitNonZero(t *testing.T) {
 		})
 	}
 }
+
+// TestNoSubcommandHook: applyEnv runs as rootCmd's PersistentPreRunE, and
+// cobra runs only the nearest persistent hook: a subcommand with its own
+// would silently skip the ACRELAY_* values (an admin command would open
+// SQLite instead of ACRELAY_DATABASE_URL's PostgreSQL).
+func TestNoSubcommandHook(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.PersistentPreRun != nil || sub.PersistentPreRunE != nil {
+				t.Errorf("%s has its own persistent pre-run hook: ACRELAY_* values would not apply under it", sub.CommandPath())
+			}
+			walk(sub)
+		}
+	}
+	walk(rootCmd)
+	if rootCmd.PersistentPreRunE == nil {
+		t.Fatal("rootCmd has no PersistentPreRunE: ACRELAY_* values never apply")
+	}
+}

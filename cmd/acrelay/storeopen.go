@@ -57,29 +57,39 @@ func (c storeConfig) describe() string {
 // postgresOpener is set by storeopen_postgres.go once that store exists.
 var postgresOpener func(ctx context.Context, url string, logger *slog.Logger) (store.Store, error)
 
-func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.Store, error) {
+// check refuses store settings openStore cannot honour; serve calls it
+// before anything process-wide is set.
+func (c storeConfig) check() error {
 	if c.DatabaseURL != "" {
 		if postgresOpener == nil {
-			return nil, fmt.Errorf("--database-url: the PostgreSQL store is not built into this binary")
+			return fmt.Errorf("--database-url: the PostgreSQL store is not built into this binary")
 		}
-		return postgresOpener(ctx, c.DatabaseURL, logger)
+		return nil
 	}
 	if c.SQLiteMaxBatch < 1 || c.SQLiteMaxBatch > sqlite.MaxBatchLimit {
-		return nil, fmt.Errorf("--sqlite-max-batch (ACRELAY_SQLITE_MAX_BATCH) %d: want 1 to %d", c.SQLiteMaxBatch, sqlite.MaxBatchLimit)
+		return fmt.Errorf("--sqlite-max-batch (ACRELAY_SQLITE_MAX_BATCH) %d: want 1 to %d", c.SQLiteMaxBatch, sqlite.MaxBatchLimit)
 	}
-	switch c.SQLiteSync {
-	case "fdatasync", "fsync":
-		if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {
-			logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
-		}
-	default:
-		return nil, fmt.Errorf("--sqlite-sync (ACRELAY_SQLITE_SYNC) %q: want fdatasync or fsync", c.SQLiteSync)
+	if c.SQLiteSync != "fdatasync" && c.SQLiteSync != "fsync" {
+		return fmt.Errorf("--sqlite-sync (ACRELAY_SQLITE_SYNC) %q: want fdatasync or fsync", c.SQLiteSync)
 	}
 	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
-		return nil, fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
+		return fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
 	}
 	if c.SQLiteSlice < 0 {
-		return nil, fmt.Errorf("--sqlite-committer-slice (ACRELAY_SQLITE_COMMITTER_SLICE) %s: want a duration ≥ 0", c.SQLiteSlice)
+		return fmt.Errorf("--sqlite-committer-slice (ACRELAY_SQLITE_COMMITTER_SLICE) %s: want a duration ≥ 0", c.SQLiteSlice)
+	}
+	return nil
+}
+
+func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.Store, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.DatabaseURL != "" {
+		return postgresOpener(ctx, c.DatabaseURL, logger)
+	}
+	if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {
+		logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
 	}
 	slice := c.SQLiteSlice
 	if slice == 0 {

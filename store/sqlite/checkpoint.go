@@ -1,6 +1,9 @@
 package sqlite
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 const (
 	// checkpointEvents is how many appended events start a checkpoint:
@@ -71,15 +74,23 @@ func (db *DB) checkpointLoop() {
 		}
 		db.sinceCheckpoint.Add(-n)
 		last = time.Now()
-		if err := db.checkpointAll(); err != nil {
+		switch err := db.checkpointAll(); {
+		case errors.Is(err, errCheckpointStalled):
+			// Nothing learned about the file: Health stays as it was.
+		case err != nil:
 			err = mapErr("checkpoint", err)
 			db.ckFailed.Store(&err)
 			db.logger.Warn("sqlite checkpoint", "err", err)
-		} else {
+		default:
 			db.ckFailed.Store(nil)
 		}
+		db.ckCovered.Add(n)
 	}
 }
+
+// errCheckpointStalled: checkpointAll gave up (passes made no progress, or
+// the store is closing) without an error from SQLite.
+var errCheckpointStalled = errors.New("sqlite checkpoint: no progress")
 
 // checkpointAll copies the whole WAL into the database file: unlocked
 // passes until the backlog is small, then the rest between two batches.
@@ -97,11 +108,11 @@ func (db *DB) checkpointAll() error {
 			continue
 		}
 		if stalled++; stalled == catchUpPasses {
-			return nil
+			return errCheckpointStalled
 		}
 		select {
 		case <-db.ckStop:
-			return nil
+			return errCheckpointStalled
 		case <-time.After(catchUpPause):
 		}
 	}

@@ -98,7 +98,8 @@ type DB struct {
 	ckEvents        int64        // Options.CheckpointEvents
 	// ckFailed is the last checkpoint cycle's error, nil once a cycle
 	// succeeds (Health).
-	ckFailed atomic.Pointer[error]
+	ckFailed  atomic.Pointer[error]
+	ckCovered atomic.Int64 // events whose checkpoint cycle has ended (tests wait on it)
 
 	// Set by writeLoop before Open returns: the slice the kernel granted
 	// the group committer's thread (0 when none), why not, and the id of
@@ -382,6 +383,8 @@ func (db *DB) Health(ctx context.Context) error {
 	_, err := db.CountProjects(ctx)
 	return err
 }
+
+var _ store.HealthChecker = (*DB)(nil)
 
 // ErrCheckpointFailing is Health's error while the last checkpoint cycle
 // failed.

@@ -834,6 +834,9 @@ func TestHealthReportsFailingCheckpoint(t *testing.T) {
 	}
 	s := storetest.NewSigner(t, p.ID).Register(t, db)
 	n := 0
+	// appendAndWait appends enough to start a checkpoint cycle, waits until
+	// the cycle that took every append so far has ended, and returns
+	// Health; it repeats until want holds or 10 s pass.
 	appendAndWait := func(want func(error) bool) error {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -845,7 +848,12 @@ func TestHealthReportsFailingCheckpoint(t *testing.T) {
 					t.Fatalf("append %d: %v", n, err)
 				}
 			}
-			time.Sleep(2 * externalCheckInterval)
+			for db.ckCovered.Load() < int64(n) && time.Now().Before(deadline) {
+				time.Sleep(externalCheckInterval / 5)
+			}
+			if db.ckCovered.Load() < int64(n) {
+				t.Fatalf("no checkpoint cycle took appends up to %d in 10 s", n)
+			}
 			if err := db.Health(ctx); want(err) || time.Now().After(deadline) {
 				return err
 			}
@@ -886,7 +894,7 @@ func TestHealthReportsFailingCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, s = db2, storetest.NewSigner(t, p2.ID).Register(t, db2)
+	db, s, n = db2, storetest.NewSigner(t, p2.ID).Register(t, db2), 0
 	if err := appendAndWait(func(err error) bool { return err == nil }); err != nil {
 		t.Fatalf("Health after a checkpoint cycle that succeeded = %v, want nil", err)
 	}
