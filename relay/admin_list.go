@@ -90,27 +90,30 @@ func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, membe
 	s.writeListing(w, r, map[string]any{member: items, "page": page})
 }
 
-// adminProjectExists checks, for the operator token (which may name any
-// project), that the project exists: 404 otherwise. A project token's own
-// project always does.
-func (s *Server) adminProjectExists(r *http.Request, projectID string) error {
-	if !principalFrom(r.Context()).Operator {
-		return nil
+// listedProject is the {project_id} a project listing names, once the
+// bearer may administer it (operator, or the project's admin scope) and,
+// for the operator token (which may name any project), once it exists:
+// 404 otherwise.
+func (s *Server) listedProject(r *http.Request) (string, error) {
+	projectID := mux.Vars(r)["project_id"]
+	p := principalFrom(r.Context())
+	if err := requireAdminOf(p, projectID); err != nil {
+		return "", err
 	}
-	_, err := s.st.GetProject(r.Context(), projectID)
-	return err
+	if p.Operator {
+		if _, err := s.st.GetProject(r.Context(), projectID); err != nil {
+			return "", err
+		}
+	}
+	return projectID, nil
 }
 
 // handleTokenList: GET /v1/admin/projects/{project_id}/tokens → the
 // project's tokens, revoked ones included: {tokens: [{token_id, scopes,
 // revoked, created_at}], page}. Operator or the project's admin scope.
 func (s *Server) handleTokenList(w http.ResponseWriter, r *http.Request) {
-	projectID := mux.Vars(r)["project_id"]
-	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.adminProjectExists(r, projectID); err != nil {
+	projectID, err := s.listedProject(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -128,12 +131,8 @@ func (s *Server) handleTokenList(w http.ResponseWriter, r *http.Request) {
 // the project's identities of every status: {identities: [{identity_id,
 // project_id, display_name?, status, created_at}], page}.
 func (s *Server) handleIdentityList(w http.ResponseWriter, r *http.Request) {
-	projectID := mux.Vars(r)["project_id"]
-	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.adminProjectExists(r, projectID); err != nil {
+	projectID, err := s.listedProject(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
