@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -52,8 +53,8 @@ func CreateIdentity(ctx context.Context, st store.Registry, projectID, id, displ
 	if err != nil {
 		return store.Identity{}, err
 	}
-	if len(displayName) > 256 {
-		return store.Identity{}, &InputError{Code: "display_name_invalid", Message: "display_name is at most 256 bytes"}
+	if len(displayName) > 256 || !printable(displayName) {
+		return store.Identity{}, &InputError{Code: "display_name_invalid", Message: "display_name is at most 256 bytes of UTF-8 without control characters"}
 	}
 	if _, err := st.GetProject(ctx, projectID); err != nil {
 		return store.Identity{}, err
@@ -122,4 +123,20 @@ func CreateToken(ctx context.Context, st store.Registry, projectID string, scope
 		return store.Token{}, "", fmt.Errorf("create token: %w", err)
 	}
 	return t, tok, nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters
+// (C0, DEL, C1) or U+FFFD: a display name is shown in listings and
+// terminals, where a newline could forge a row and an escape sequence
+// could rewrite the screen.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
 }

@@ -79,3 +79,49 @@ func TestFirstStartOnceAndOperatorHash(t *testing.T) {
 		t.Fatalf("duplicate project: %v", err)
 	}
 }
+
+// TestDisplayNames: a display name is at most 256 bytes of UTF-8 without
+// control characters (a newline forges a listing row, an escape sequence
+// rewrites a terminal); nothing is stored for a refused one.
+func TestDisplayNames(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "a.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := registry.CreateProject(context.Background(), st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"", true},
+		{"billing-agent", true},
+		{"Agent Ünïcødé 名前 🙂", true},
+		{strings.Repeat("a", 256), true},
+		{strings.Repeat("a", 257), false},
+		{"bad\xffname", false},
+		{"line\nforged", false},
+		{"tab\there", false},
+		{"esc\x1b[31m", false},
+		{"del\x7f", false},
+		{"c1\u0085", false},
+		{"nul\x00", false},
+		{"replacement\uFFFD", false},
+	} {
+		id, err := registry.CreateIdentity(context.Background(), st, p.ID, "", tc.name)
+		var ie *registry.InputError
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%q: %v", tc.name, err)
+		case !tc.ok && (!errors.As(err, &ie) || ie.Code != "display_name_invalid"):
+			t.Errorf("%q: %v (stored %+v), want display_name_invalid", tc.name, err, id)
+		}
+	}
+	ids, err := st.ListIdentities(context.Background(), p.ID, "", 100)
+	if err != nil || len(ids) != 4 {
+		t.Fatalf("%d identities stored (%v), want the 4 accepted", len(ids), err)
+	}
+}

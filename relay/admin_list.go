@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -35,7 +36,7 @@ type keyRowJSON struct {
 }
 
 // maxListAfter bounds the after parameter of a registry listing (ids are
-// UUIDs or token ids, far shorter).
+// UUIDs or token ids, far shorter); it is printable ASCII, as every id.
 const maxListAfter = 200
 
 // listPage reads a listing's after and limit, asks list for one row more
@@ -44,6 +45,10 @@ const maxListAfter = 200
 // query_parameter_unknown, after_invalid, limit_invalid; the store's.
 func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, member string,
 	list func(ctx context.Context, after string, limit int) ([]T, error), id func(T) string, item func(T) J, extra ...string) {
+	if _, ok := negotiate(r, []string{mediaJSON}); !ok {
+		s.writeError(w, r, errNotAcceptable)
+		return
+	}
 	q, err := readQuery(r, append([]string{"after", "limit"}, extra...)...)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -52,7 +57,7 @@ func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, membe
 	var afterPtr *string
 	after, ok := q["after"]
 	if ok {
-		if after == "" || len(after) > maxListAfter {
+		if after == "" || len(after) > maxListAfter || strings.ContainsFunc(after, func(c rune) bool { return c <= ' ' || c > '~' }) {
 			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be the id that ended the previous page"))
 			return
 		}

@@ -70,6 +70,9 @@ func TestUncleanPathsAreNotFound(t *testing.T) {
 		{"GET", "/v1//whoami"},
 		{"GET", "/v1/correspondence/./events"},
 		{"GET", "/v1/correspondence/events/../events"},
+		{"GET", "/v1%2Fwhoami"},
+		{"GET", "/v1%2fadmin/projects/" + pid + "/tokens"},
+		{"GET", "/v1/admin/projects/" + pid + "%2Ftokens"},
 	} {
 		for _, token := range []string{"", tok} {
 			r := e.do(tc.method, tc.path, token, nil)

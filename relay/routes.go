@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -12,8 +13,7 @@ import (
 // Handler returns the relay's routes. Every route but /healthz needs a
 // bearer token; every correspondence route acts on the bearer's project.
 func (s *Server) Handler() http.Handler {
-	// An unclean path (dot segments, doubled slashes, %2F decoded into
-	// one) is not redirected to its clean form, which gorilla/mux would do
+	// An unclean path (dot segments, doubled slashes) is not redirected to its clean form, which gorilla/mux would do
 	// with an empty 301 before any route or token check (for a POST too):
 	// it matches no route and gets the JSON 404.
 	m := mux.NewRouter().SkipClean(true)
@@ -55,7 +55,17 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/admin/identities/{identity_id}/deactivate", s.handleIdentityDeactivate).Methods("POST")
 	api.HandleFunc("/v1/admin/keys/{signing_key_id}/revoke", s.handleKeyRevoke).Methods("POST")
 	api.HandleFunc("/v1/admin/tokens/{token_id}", s.handleTokenRevoke).Methods("DELETE")
-	return m
+
+	// An encoded slash is never a path separator here: gorilla/mux matches
+	// the decoded path, where /v1%2Fadmin/... would pass for /v1/admin/...
+	// (and slip past a proxy rule on that prefix).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
+			s.writeError(w, r, errNotFound)
+			return
+		}
+		m.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) authMiddleware(next http.Handler) http.Handler {

@@ -47,8 +47,9 @@ const (
 // is durable), but never wait for a checkpoint: copying pages into the
 // database file and fsyncing it happens here, concurrently.
 //
-// A checkpoint starts once Options.CheckpointEvents appends (or checkpointIdle)
-// have passed since the last one. A PASSIVE checkpoint running beside the
+// A checkpoint starts once Options.CheckpointEvents appends or
+// checkpointIdle (whatever was written: registry writes too) have passed
+// since the last one. A PASSIVE checkpoint running beside the
 // writer never catches up with it completely, and SQLite restarts the WAL
 // from its beginning only once every frame has been copied; left alone
 // the WAL would grow without bound, and every commit would extend the
@@ -69,7 +70,10 @@ func (db *DB) checkpointLoop() {
 		}
 		db.checkExternal()
 		n := db.sinceCheckpoint.Load()
-		if db.ckEvents < 0 || n < db.ckEvents && (n == 0 || time.Since(last) < checkpointIdle) {
+		// Idle, a cycle still runs every checkpointIdle: registry,
+		// handoff and courier writes never count as appends, and a cycle
+		// with nothing to copy costs one read of the WAL index.
+		if db.ckEvents < 0 || n < db.ckEvents && time.Since(last) < checkpointIdle {
 			continue
 		}
 		db.sinceCheckpoint.Add(-n)
