@@ -85,12 +85,15 @@ func newBenchCmd() *cobra.Command {
   acrelay bench --url http://127.0.0.1:8080 --token $ACRELAY_TOKEN --events 5000 --clients 16
   acrelay bench --database-url postgres://postgres@127.0.0.1:5432/postgres --clients 1`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Token == "" {
+				c.Token = os.Getenv("ACRELAY_TOKEN") // read here, so --help never prints it
+			}
 			return runBench(cmd.Context(), c, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.URL, "url", "", "relay URL (default: start a relay on a temporary SQLite store)")
-	f.StringVar(&c.Token, "token", envOr("ACRELAY_TOKEN", ""), "project token with append and admin scopes (with --url)")
+	f.StringVar(&c.Token, "token", "", "project token with append and admin scopes (with --url; default $ACRELAY_TOKEN)")
 	f.IntVar(&c.Events, "events", 10000, "number of distinct events to post")
 	f.IntVar(&c.Clients, "clients", 16, "concurrent clients")
 	f.BoolVar(&c.CompareOneTx, "compare-one-tx", false, "also measure a relay with one transaction per event (SQLite)")
