@@ -85,14 +85,20 @@ func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, membe
 		page.NextAfter = &last
 	}
 	if more {
-		nq := url.Values{}
-		for k, v := range q {
-			nq.Set(k, v)
-		}
-		nq.Set("after", *page.NextAfter)
-		w.Header().Set("Link", "<"+s.publicBase(r)+r.URL.EscapedPath()+"?"+nq.Encode()+`>; rel="next"`)
+		s.setNextLink(w, r, q, *page.NextAfter)
 	}
 	s.writeListing(w, r, map[string]any{member: items, "page": page})
+}
+
+// setNextLink sets Link rel="next" to the request's own path and query q
+// with after replaced (paged listings: handoffs, registry).
+func (s *Server) setNextLink(w http.ResponseWriter, r *http.Request, q map[string]string, after string) {
+	nq := url.Values{}
+	for k, v := range q {
+		nq.Set(k, v)
+	}
+	nq.Set("after", after)
+	w.Header().Set("Link", "<"+s.publicBase(r)+r.URL.EscapedPath()+"?"+nq.Encode()+`>; rel="next"`)
 }
 
 // listedProject is the {project_id} a project listing names, once the

@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -489,12 +488,7 @@ func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 		out.Page.NextAfter = &last
 	}
 	if page.HasMore && out.Page.NextAfter != nil {
-		nq := url.Values{}
-		for k, v := range q {
-			nq.Set(k, v)
-		}
-		nq.Set("after", *out.Page.NextAfter)
-		w.Header().Set("Link", "<"+s.publicBase(r)+"/v1/handoffs?"+nq.Encode()+`>; rel="next"`)
+		s.setNextLink(w, r, q, *out.Page.NextAfter)
 	}
 	s.writeListing(w, r, out)
 }

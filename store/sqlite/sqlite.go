@@ -454,20 +454,9 @@ func scanIdentity(row rowScanner) (store.Identity, error) {
 // ActiveIdentityIDs pages active identity ids in ascending byte order,
 // strictly after afterID, at most limit.
 func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
-	rows, err := db.rd.QueryContext(ctx, selectActiveIdentityIDs, projectID, afterID, limit)
-	if err != nil {
-		return nil, mapErr("active identity ids", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, mapErr("active identity ids", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, mapErr("active identity ids", rows.Err())
+	return listRows(ctx, db, "active identity ids", func(row rowScanner) (id string, err error) {
+		return id, row.Scan(&id)
+	}, selectActiveIdentityIDs, projectID, afterID, limit)
 }
 
 // ListIdentities pages the project's identities of every status in
