@@ -40,6 +40,9 @@ import (
 // repeats it against bench-http-bound, a server that does only the
 // ceiling's work per request and stores nothing: the most this machine's
 // HTTP stack, runtime and kernel leave for any relay (bench_bound.go).
+// --compare-durable-bound repeats it against the same server making each
+// event durable in a plain log with group commit before its 201: the most
+// this machine leaves for a relay that keeps the durability promise.
 
 type benchConfig struct {
 	URL, Token   string
@@ -47,8 +50,11 @@ type benchConfig struct {
 	Clients      int
 	CompareOneTx bool
 	CompareBound bool
-	DatabaseURL  string
-	JSON         bool
+	// CompareDurable measures the durable bound (bench-http-bound
+	// --durable-dir).
+	CompareDurable bool
+	DatabaseURL    string
+	JSON           bool
 	// Rounds repeats the measurement (interleaving group commit and one
 	// transaction per event with --compare-one-tx) and reports medians:
 	// on a shared or virtual machine single runs vary by ±15%.
@@ -98,6 +104,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&c.Clients, "clients", 16, "concurrent clients")
 	f.BoolVar(&c.CompareOneTx, "compare-one-tx", false, "also measure a relay with one transaction per event (SQLite)")
 	f.BoolVar(&c.CompareBound, "compare-http-bound", false, "also measure the no-storage upper bound: an HTTP server on the relay's settings that only parses, canonicalizes, hashes and verifies each event")
+	f.BoolVar(&c.CompareDurable, "compare-durable-bound", false, "also measure the durable upper bound: the same server writing each event to a plain log with group commit and fdatasync before its 201")
 	f.StringVar(&c.DatabaseURL, "database-url", "", "start the relay on this PostgreSQL database instead of SQLite")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
 	f.IntVar(&c.Rounds, "rounds", 1, "repeat the measurement this many times, interleaved, and report medians")
@@ -113,8 +120,8 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if c.Events < 1 || c.Clients < 1 || c.Rounds < 1 {
 		return fmt.Errorf("--events, --clients and --rounds must be positive")
 	}
-	if c.URL != "" && (c.CompareOneTx || c.CompareBound) {
-		return fmt.Errorf("--compare-one-tx and --compare-http-bound start their own servers: not with --url")
+	if c.URL != "" && (c.CompareOneTx || c.CompareBound || c.CompareDurable) {
+		return fmt.Errorf("--compare-one-tx, --compare-http-bound and --compare-durable-bound start their own servers: not with --url")
 	}
 	runs := []int{0}
 	if c.CompareOneTx {
@@ -122,6 +129,9 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	}
 	if c.CompareBound {
 		runs = append(runs, boundRun)
+	}
+	if c.CompareDurable {
+		runs = append(runs, durableBoundRun)
 	}
 	results := make([][]benchResult, len(runs))
 	for range c.Rounds {
@@ -145,10 +155,13 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 		if i == 0 || med[i].EventsPerSecond <= 0 {
 			continue
 		}
-		if maxBatch == 1 {
+		switch maxBatch {
+		case 1:
 			fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
-		} else {
+		case boundRun:
 			fmt.Fprintf(out, "relay / http bound (no store) = %.2f\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
+		case durableBoundRun:
+			fmt.Fprintf(out, "relay / durable bound (log + fdatasync) = %.2f\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
 		}
 	}
 	return nil
@@ -201,8 +214,12 @@ func printBench(out io.Writer, asJSON bool, r benchResult) {
 		r.LoadCPUMicros, 100*r.MachineBusy)
 }
 
-// boundRun is the maxBatch value of a run against bench-http-bound.
-const boundRun = -1
+// boundRun and durableBoundRun are the maxBatch values of runs against
+// bench-http-bound, without and with --durable-dir.
+const (
+	boundRun        = -1
+	durableBoundRun = -2
+)
 
 // benchRelay is a relay process started by the bench.
 type benchRelay struct {
@@ -231,12 +248,15 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*be
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
 	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
-	if maxBatch == boundRun {
+	switch {
+	case maxBatch == boundRun:
 		args = []string{"bench-http-bound", "--addr", addr}
-	} else if maxBatch > 0 {
+	case maxBatch == durableBoundRun:
+		args = []string{"bench-http-bound", "--addr", addr, "--durable-dir", dir}
+	case maxBatch > 0:
 		args = append(args, "--sqlite-max-batch", strconv.Itoa(maxBatch))
 	}
-	if databaseURL != "" && maxBatch != boundRun {
+	if databaseURL != "" && maxBatch >= 0 { // the bounds store nothing in a database
 		args = append(args, "--database-url", databaseURL)
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
@@ -385,6 +405,8 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 		label = "sqlite one-tx-per-event"
 	case boundRun:
 		label = "http bound (no store)"
+	case durableBoundRun:
+		label = "durable bound (log + fdatasync)"
 	}
 	var projectID string
 	if url == "" {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -33,9 +34,15 @@ import (
 // kernel leave for a relay's storage: a durable relay's ratio to the
 // ceiling can only be lower. It keeps one signing key (the last one the
 // bench registers) and serves only the routes the bench calls.
+//
+// With --durable-dir it is the durable bound (`acrelay bench
+// --compare-durable-bound`): before its 201 each append is also written to
+// a log in that directory and made durable with group commit (boundLog),
+// the least any relay that keeps issue 3's promise (a 201 survives a crash
+// of the machine) must do beyond the ceiling's work.
 
 func newBenchBoundCmd() *cobra.Command {
-	var addr string
+	var addr, durableDir string
 	cmd := &cobra.Command{
 		Use:    "bench-http-bound",
 		Short:  "Serve the no-storage upper bound acrelay bench --compare-http-bound measures (not a relay)",
@@ -47,11 +54,20 @@ func newBenchBoundCmd() *cobra.Command {
 				return errors.New("bench-http-bound: ACRELAY_OPERATOR_TOKEN is required")
 			}
 			tuneRuntime(true) // as serve on SQLite, so the bound holds for it
+			var log *boundLog
+			if durableDir != "" {
+				l, err := openBoundLog(filepath.Join(durableDir, "bound.log"))
+				if err != nil {
+					return err
+				}
+				defer l.close()
+				log = l
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
 			}
-			srv := relay.HTTPServer(addr, newBoundHandler(op))
+			srv := relay.HTTPServer(addr, newBoundHandler(op, log))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
@@ -65,6 +81,7 @@ func newBenchBoundCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "listen address")
+	cmd.Flags().StringVar(&durableDir, "durable-dir", "", "make each append durable in a log in this directory before answering (the durable bound)")
 	return cmd
 }
 
@@ -77,10 +94,13 @@ type boundHandler struct {
 	mu        sync.Mutex
 	token     string
 	pub       ed25519.PublicKey
+	log       *boundLog // nil: store nothing
 }
 
-func newBoundHandler(op string) http.Handler {
-	b := &boundHandler{op: op, projectID: newBenchUUID()}
+// newBoundHandler serves the bench's routes for operator token op; with a
+// log, each accepted append is made durable in it before the 201.
+func newBoundHandler(op string, log *boundLog) http.Handler {
+	b := &boundHandler{op: op, projectID: newBenchUUID(), log: log}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	m.HandleFunc("POST /v1/admin/projects", b.admin(true, func(map[string]any) any {
@@ -150,7 +170,8 @@ func (b *boundHandler) admin(operatorOnly bool, f func(map[string]any) any) http
 }
 
 // append does the ceiling's work on the body (ParseEvent, CanonicalJSON,
-// Verify, as benchOnce's ceiling loop) and stores nothing.
+// Verify, as benchOnce's ceiling loop) and, with a log, makes the
+// canonical event durable (503 once a write or sync failed).
 func (b *boundHandler) append(w http.ResponseWriter, r *http.Request) {
 	if !b.authorized(r, false) {
 		http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
@@ -162,8 +183,9 @@ func (b *boundHandler) append(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev, err := correspondence.ParseEvent(body)
+	var canonical []byte
 	if err == nil {
-		_, err = ev.CanonicalJSON()
+		canonical, err = ev.CanonicalJSON()
 	}
 	if err != nil {
 		http.Error(w, `{"error":"event_invalid"}`, http.StatusBadRequest)
@@ -175,6 +197,12 @@ func (b *boundHandler) append(w http.ResponseWriter, r *http.Request) {
 	if ev.ProjectID != b.projectID || ev.Verify(pub) != nil {
 		http.Error(w, `{"error":"signature_invalid"}`, http.StatusForbidden)
 		return
+	}
+	if b.log != nil {
+		if err := b.log.append(canonical); err != nil {
+			http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +121,13 @@ func TestBenchHTTPBound(t *testing.T) {
 // signed event is accepted, a tampered one or one under another project
 // is refused, and every route needs its token.
 func TestBenchBoundHandler(t *testing.T) {
-	srv := httptest.NewServer(newBoundHandler("op-token"))
+	logPath := filepath.Join(t.TempDir(), "bound.log")
+	log, err := openBoundLog(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.close()
+	srv := httptest.NewServer(newBoundHandler("op-token", log))
 	defer srv.Close()
 	call := func(path, token, body string) (int, map[string]any) {
 		t.Helper()
@@ -161,6 +169,9 @@ func TestBenchBoundHandler(t *testing.T) {
 	if id, _ := m["event_id"].(string); code != 201 || !strings.HasPrefix(id, "sha256:") || !strings.Contains(good, id) {
 		t.Fatalf("signed event: %d %v, want 201 with its event_id", code, m)
 	}
+	if b, err := os.ReadFile(logPath); err != nil || !bytes.HasPrefix(b, []byte(good+"\n\x00")) {
+		t.Fatalf("durable log after one 201: %q… (%v), want exactly the canonical event", b[:min(len(b), 80)], err)
+	}
 	if code, _ := call("/v1/correspondence/events", "wrong", good); code != 401 {
 		t.Fatalf("event with a wrong token: %d, want 401", code)
 	}
@@ -169,6 +180,41 @@ func TestBenchBoundHandler(t *testing.T) {
 	}
 	if code, _ := call("/v1/correspondence/events", tok, event(newBenchUUID(), "other project")); code != 403 {
 		t.Fatalf("event of another project: %d, want 403", code)
+	}
+	if b, err := os.ReadFile(logPath); err != nil || !bytes.HasPrefix(b, []byte(good+"\n\x00")) {
+		t.Fatalf("durable log after refused events: %q… (%v), want only the accepted event", b[:min(len(b), 80)], err)
+	}
+}
+
+// TestBenchDurableBound: --compare-durable-bound measures the durable
+// bound after the relay, every event verified and acknowledged, and
+// reports the relay's share of it.
+func TestBenchDurableBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two server processes")
+	}
+	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", "--compare-durable-bound", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("acrelay bench: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"sqlite group commit", "durable bound (log + fdatasync)"} {
+		var r benchResult
+		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
+			t.Fatalf("line %q: %v", lines[i], err)
+		}
+		if r.Label != want || r.Events != 200 || r.Errors != 0 || r.EventsPerSecond <= 0 {
+			t.Errorf("line %d: %+v; want label %q, 200 events, no errors", i, r, want)
+		}
+	}
+	if !strings.HasPrefix(lines[2], "relay / durable bound (log + fdatasync) = ") {
+		t.Errorf("last line %q, want the relay / durable bound ratio", lines[2])
 	}
 }
 
@@ -179,6 +225,7 @@ func TestBenchCompareNeedsOwnServers(t *testing.T) {
 	for _, c := range []benchConfig{
 		{URL: "http://127.0.0.1:1", Events: 1, Clients: 1, Rounds: 1, CompareOneTx: true},
 		{URL: "http://127.0.0.1:1", Events: 1, Clients: 1, Rounds: 1, CompareBound: true},
+		{URL: "http://127.0.0.1:1", Events: 1, Clients: 1, Rounds: 1, CompareDurable: true},
 	} {
 		err := runBench(context.Background(), c, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "not with --url") {
