@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/token"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/store"
 )
@@ -93,7 +95,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					i, err := registry.CreateIdentity(ctx, st, projectID, id, name)
 					if err != nil {
-						return nil, "", err
+						return nil, "", notFound(err, "project %q", projectID)
 					}
 					return map[string]string{"identity_id": i.ID, "project_id": i.ProjectID, "status": i.Status}, i.ID, nil
 				})
@@ -115,7 +117,7 @@ func newAdminCmds() []*cobra.Command {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					i, err := st.DeactivateIdentity(ctx, dProject, args[0])
 					if err != nil {
-						return nil, "", err
+						return nil, "", notFound(err, "identity %q in project %q", args[0], dProject)
 					}
 					return map[string]string{"identity_id": i.ID, "status": i.Status}, i.Status, nil
 				})
@@ -138,7 +140,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					ident, err := st.GetIdentity(ctx, projectID, identityID)
 					if err != nil {
-						return nil, "", fmt.Errorf("identity: %w", err)
+						return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %q in project %q", identityID, projectID)
 					}
 					k, err := registry.AddKey(ctx, st, ident, id, pub)
 					if err != nil {
@@ -167,7 +169,7 @@ func newAdminCmds() []*cobra.Command {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					k, err := st.RevokeKey(ctx, rProject, args[0])
 					if err != nil {
-						return nil, "", err
+						return nil, "", notFound(err, "signing key %q in project %q", args[0], rProject)
 					}
 					return map[string]string{"signing_key_id": k.ID, "status": k.Status}, k.Status, nil
 				})
@@ -190,7 +192,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					t, secret, err := registry.CreateToken(ctx, st, projectID, strings.Split(scopes, ","))
 					if err != nil {
-						return nil, "", err
+						return nil, "", notFound(err, "project %q", projectID)
 					}
 					return map[string]any{"token_id": t.ID, "token": secret, "scopes": t.Scopes}, secret, nil
 				})
@@ -207,9 +209,13 @@ func newAdminCmds() []*cobra.Command {
 			Use: "revoke TOKEN_ID", Short: "Revoke a token", Args: cobra.ExactArgs(1),
 			Example: "  acrelay token revoke abcdefghijklmnopqrstuvwxyz",
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if _, err := token.ID(args[0]); err == nil || strings.HasPrefix(args[0], "acr_") {
+					// Never echo a secret, not even back to its owner.
+					return errors.New(`token revoke takes a token id, not the whole token: the id is the 26 characters after "acr_" (acrelay token list shows the ids)`)
+				}
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					if err := st.RevokeToken(ctx, args[0]); err != nil {
-						return nil, "", err
+						return nil, "", notFound(err, "token %q", args[0])
 					}
 					return map[string]string{"token_id": args[0], "status": "revoked"}, "revoked", nil
 				})
@@ -236,7 +242,7 @@ func newAdminCmds() []*cobra.Command {
 		"  acrelay key list --project-id P --identity-id I", true,
 		func(ctx context.Context, st store.Store, projectID, identityID string) (any, string, error) {
 			if _, err := st.GetIdentity(ctx, projectID, identityID); err != nil {
-				return nil, "", fmt.Errorf("identity: %w", err)
+				return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %q in project %q", identityID, projectID)
 			}
 			rows, err := listAll(func(after string, limit int) ([]store.SigningKey, error) {
 				return st.ListKeys(ctx, projectID, identityID, after, limit)
@@ -280,9 +286,12 @@ func newListCmd(what, short, example string, withIdentity bool,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 				if _, err := st.GetProject(ctx, projectID); err != nil {
-					return nil, "", fmt.Errorf("project: %w", err)
+					return nil, "", notFound(fmt.Errorf("project: %w", err), "project %q", projectID)
 				}
 				v, text, err := list(ctx, st, projectID, identityID)
+				if errors.Is(err, store.ErrNotFound) {
+					return nil, "", err // names what was not found
+				}
 				if err != nil {
 					return nil, "", fmt.Errorf("list %s: %w", what, err)
 				}
@@ -298,6 +307,17 @@ func newListCmd(what, short, example string, withIdentity bool,
 		_ = c.MarkFlagRequired("identity-id")
 	}
 	return c
+}
+
+// notFound names what was looked up when err is store.ErrNotFound
+// (`project "P": not found`; ids are the caller's own input, quoted so
+// that no control character reaches the terminal) and returns any other
+// error as it is.
+func notFound(err error, format string, ids ...any) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf(format+": %w", append(ids, store.ErrNotFound)...)
 }
 
 // listAll pages a registry listing to its end.

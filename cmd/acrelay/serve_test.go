@@ -248,15 +248,33 @@ func TestLocalAdminCommands(t *testing.T) {
 	if err := cmd.Execute(); err == nil {
 		t.Fatal("duplicate project accepted")
 	}
-	// Listing an unknown project or identity is an error, not an empty list.
-	for _, args := range [][]string{
-		{"token", "list", "--project-id", "00000000-0000-4000-8000-000000000000"},
-		{"key", "list", "--project-id", pid, "--identity-id", "00000000-0000-4000-8000-000000000000"},
+	// Listing an unknown project or identity is an error, not an empty
+	// list; every not-found error names what was looked up, quoted.
+	const none = "00000000-0000-4000-8000-000000000000"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "list", "--project-id", none}, `project "` + none + `": not found`},
+		{[]string{"key", "list", "--project-id", pid, "--identity-id", none}, `identity "` + none + `" in project "` + pid + `": not found`},
+		{[]string{"identity", "list", "--project-id", "a\x1b[31mb"}, `project "a\x1b[31mb": not found`},
+		{[]string{"identity", "create", "--project-id", none}, `project "` + none + `": not found`},
+		{[]string{"identity", "deactivate", "--project-id", pid, none}, `identity "` + none + `" in project "` + pid + `": not found`},
+		{[]string{"key", "add", "--project-id", pid, "--identity-id", none, "--public-key", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"}, `identity "` + none + `" in project "` + pid + `": not found`},
+		{[]string{"key", "revoke", "--project-id", pid, none}, `signing key "` + none + `" in project "` + pid + `": not found`},
+		{[]string{"token", "create", "--project-id", none}, `project "` + none + `": not found`},
+		{[]string{"token", "revoke", none}, `token "` + none + `": not found`},
 	} {
-		cmd.SetArgs(append(args, "--data-dir", data))
-		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "not found") {
-			t.Fatalf("%v: %v, want a not-found error", args, err)
+		cmd.SetArgs(append(c.args, "--data-dir", data))
+		if err := cmd.Execute(); err == nil || !strings.HasSuffix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error ending %s", c.args, err, c.want)
 		}
+	}
+	// A whole token where its id belongs is refused without echoing it.
+	whole := "acr_abcdefghijklmnopqrstuvwxyz_" + strings.Repeat("S", 43)
+	cmd.SetArgs([]string{"token", "revoke", whole, "--data-dir", data})
+	if err := cmd.Execute(); err == nil || strings.Contains(err.Error(), "SSSS") || !strings.Contains(err.Error(), "not the whole token") {
+		t.Errorf("token revoke with a whole token: %v, want a refusal that does not echo it", err)
 	}
 }
 
