@@ -120,11 +120,22 @@ func ifNoneMatch(r *http.Request, etag string) bool {
 	return false
 }
 
+// errRepresentationChanged answers a GET or HEAD whose If-Match names
+// none of the representation's current ETag.
+var errRepresentationChanged = errf(http.StatusPreconditionFailed, "precondition_failed",
+	"If-Match does not match the representation's current ETag").withHint("GET it again without If-Match for the current bytes and ETag")
+
 // writeRepresentation ends a GET/HEAD with body under a strong ETag,
-// answering 304 with no body when If-None-Match matches.
+// evaluating preconditions in RFC 9110 §13.2.2's order: 412 when an
+// If-Match list holds neither * nor that ETag (strong comparison), else
+// 304 with no body when If-None-Match matches (weak comparison).
 func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, mediaType string, body []byte) {
 	etag := etagOf(body)
 	w.Header().Set("ETag", etag)
+	if im := r.Header.Values("If-Match"); len(im) > 0 && !ifMatchStrong(im, etag) {
+		s.writeError(w, r, errRepresentationChanged)
+		return
+	}
 	if ifNoneMatch(r, etag) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusNotModified)

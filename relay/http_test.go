@@ -311,6 +311,20 @@ func TestNegotiationAndHeaders(t *testing.T) {
 		}
 	}
 	mustStatus(t, e.do("GET", path, tok, nil, "If-None-Match", `"other"`), 200)
+	// If-Match (RFC 9110 §13.1.1, strong comparison) is evaluated first.
+	for _, im := range []string{etag, "*", `"nope", ` + etag} {
+		if r := e.do("GET", path, tok, nil, "If-Match", im); r.Status != 200 || !bytes.Equal(r.Body, e.do("GET", path, tok, nil).Body) {
+			t.Errorf("If-Match %q: %d, want 200 with the representation", im, r.Status)
+		}
+	}
+	for _, im := range []string{`"nope"`, "W/" + etag, " ,"} {
+		r412 := e.do("GET", path, tok, nil, "If-Match", im, "If-None-Match", etag)
+		mustStatus(t, r412, 412)
+		if !strings.Contains(string(r412.Body), `"error":"precondition_failed"`) {
+			t.Errorf("If-Match %q: body %s, want precondition_failed", im, r412.Body)
+		}
+	}
+	mustStatus(t, e.do("HEAD", path, tok, nil, "If-Match", `"nope"`), 412)
 	if atom := e.do("GET", path, tok, nil, "Accept", "application/atom+xml"); atom.Header.Get("ETag") == etag {
 		t.Error("Atom and JSON share an ETag")
 	}
