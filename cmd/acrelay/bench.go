@@ -229,6 +229,28 @@ type benchRelay struct {
 	dir     string
 }
 
+// benchServerArgs is the command line of the server a run measures: a
+// relay (maxBatch 0: the default group commit; > 0: that batch limit, 1
+// for one transaction per event) on SQLite in dir or on databaseURL, or
+// one of the bounds, which store nothing in a database (the durable one
+// writes its log in dir).
+func benchServerArgs(maxBatch int, addr, dir, databaseURL string) []string {
+	switch maxBatch {
+	case boundRun:
+		return []string{"bench-http-bound", "--addr", addr}
+	case durableBoundRun:
+		return []string{"bench-http-bound", "--addr", addr, "--durable-dir", dir}
+	}
+	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
+	if maxBatch > 0 {
+		args = append(args, "--sqlite-max-batch", strconv.Itoa(maxBatch))
+	}
+	if databaseURL != "" {
+		args = append(args, "--database-url", databaseURL)
+	}
+	return args
+}
+
 func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*benchRelay, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -247,19 +269,7 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*be
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
-	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
-	switch {
-	case maxBatch == boundRun:
-		args = []string{"bench-http-bound", "--addr", addr}
-	case maxBatch == durableBoundRun:
-		args = []string{"bench-http-bound", "--addr", addr, "--durable-dir", dir}
-	case maxBatch > 0:
-		args = append(args, "--sqlite-max-batch", strconv.Itoa(maxBatch))
-	}
-	if databaseURL != "" && maxBatch >= 0 { // the bounds store nothing in a database
-		args = append(args, "--database-url", databaseURL)
-	}
-	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd := exec.CommandContext(ctx, exe, benchServerArgs(maxBatch, addr, dir, databaseURL)...)
 	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {

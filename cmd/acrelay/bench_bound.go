@@ -45,7 +45,7 @@ func newBenchBoundCmd() *cobra.Command {
 	var addr, durableDir string
 	cmd := &cobra.Command{
 		Use:    "bench-http-bound",
-		Short:  "Serve the no-storage upper bound acrelay bench --compare-http-bound measures (not a relay)",
+		Short:  "Serve the upper bounds acrelay bench --compare-http-bound and --compare-durable-bound measure (not a relay)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,20 +54,20 @@ func newBenchBoundCmd() *cobra.Command {
 				return errors.New("bench-http-bound: ACRELAY_OPERATOR_TOKEN is required")
 			}
 			tuneRuntime(true) // as serve on SQLite, so the bound holds for it
-			var log *boundLog
+			var blog *boundLog
 			if durableDir != "" {
 				l, err := openBoundLog(filepath.Join(durableDir, "bound.log"))
 				if err != nil {
 					return err
 				}
 				defer l.close()
-				log = l
+				blog = l
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return err
 			}
-			srv := relay.HTTPServer(addr, newBoundHandler(op, log))
+			srv := relay.HTTPServer(addr, newBoundHandler(op, blog))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			go func() {
@@ -99,8 +99,8 @@ type boundHandler struct {
 
 // newBoundHandler serves the bench's routes for operator token op; with a
 // log, each accepted append is made durable in it before the 201.
-func newBoundHandler(op string, log *boundLog) http.Handler {
-	b := &boundHandler{op: op, projectID: newBenchUUID(), log: log}
+func newBoundHandler(op string, blog *boundLog) http.Handler {
+	b := &boundHandler{op: op, projectID: newBenchUUID(), log: blog}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	m.HandleFunc("POST /v1/admin/projects", b.admin(true, func(map[string]any) any {

@@ -122,12 +122,12 @@ func TestBenchHTTPBound(t *testing.T) {
 // is refused, and every route needs its token.
 func TestBenchBoundHandler(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "bound.log")
-	log, err := openBoundLog(logPath)
+	blog, err := openBoundLog(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer log.close()
-	srv := httptest.NewServer(newBoundHandler("op-token", log))
+	defer blog.close()
+	srv := httptest.NewServer(newBoundHandler("op-token", blog))
 	defer srv.Close()
 	call := func(path, token, body string) (int, map[string]any) {
 		t.Helper()
@@ -230,6 +230,27 @@ func TestBenchCompareNeedsOwnServers(t *testing.T) {
 		err := runBench(context.Background(), c, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "not with --url") {
 			t.Fatalf("%+v: %v, want the --url refusal", c, err)
+		}
+	}
+}
+
+// TestBenchServerArgs: each run starts the server it is labelled as; the
+// durable bound gets its directory, and only relays get the database.
+func TestBenchServerArgs(t *testing.T) {
+	const addr, dir, db = "127.0.0.1:1", "/tmp/d", "postgres://x"
+	for _, c := range []struct {
+		maxBatch int
+		db       string
+		want     string
+	}{
+		{0, "", "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn"},
+		{1, "", "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn --sqlite-max-batch 1"},
+		{0, db, "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn --database-url postgres://x"},
+		{boundRun, db, "bench-http-bound --addr 127.0.0.1:1"},
+		{durableBoundRun, db, "bench-http-bound --addr 127.0.0.1:1 --durable-dir /tmp/d"},
+	} {
+		if got := strings.Join(benchServerArgs(c.maxBatch, addr, dir, c.db), " "); got != c.want {
+			t.Errorf("maxBatch %d, database %q:\n got %s\nwant %s", c.maxBatch, c.db, got, c.want)
 		}
 	}
 }
