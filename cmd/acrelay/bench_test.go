@@ -85,35 +85,41 @@ func TestBenchRounds(t *testing.T) {
 	}
 }
 
-// TestBenchHTTPBound: --compare-http-bound measures the no-storage bound
-// after the relay, with no errors (every event verified), and reports the
-// relay's share of it.
-func TestBenchHTTPBound(t *testing.T) {
+// TestBenchBounds: --compare-http-bound and --compare-durable-bound
+// each measure their bound after the relay, with no errors (every event
+// verified, and stored by the durable one), and report the relay's share
+// of it.
+func TestBenchBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two server processes")
 	}
-	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", "--compare-http-bound", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("acrelay bench: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
-	}
-	for i, want := range []string{"sqlite group commit", "http bound (no store)"} {
-		var r benchResult
-		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
-			t.Fatalf("line %q: %v", lines[i], err)
+	for _, c := range []struct{ flag, label string }{
+		{"--compare-http-bound", "http bound (no store)"},
+		{"--compare-durable-bound", "durable bound (log + fdatasync)"},
+	} {
+		cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", c.flag, "--json")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("acrelay bench %s: %v\n%s", c.flag, err, stderr.String())
 		}
-		if r.Label != want || r.Events != 200 || r.Errors != 0 || r.EventsPerSecond <= 0 {
-			t.Errorf("line %d: %+v; want label %q, 200 events, no errors", i, r, want)
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("%s: %d lines, want 3:\n%s", c.flag, len(lines), out)
 		}
-	}
-	if !strings.HasPrefix(lines[2], "relay / http bound (no store) = ") {
-		t.Errorf("last line %q, want the relay / bound ratio", lines[2])
+		for i, want := range []string{"sqlite group commit", c.label} {
+			var r benchResult
+			if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
+				t.Fatalf("line %q: %v", lines[i], err)
+			}
+			if r.Label != want || r.Events != 200 || r.Errors != 0 || r.EventsPerSecond <= 0 {
+				t.Errorf("%s line %d: %+v; want label %q, 200 events, no errors", c.flag, i, r, want)
+			}
+		}
+		if want := "relay / " + c.label + " = "; !strings.HasPrefix(lines[2], want) {
+			t.Errorf("%s: last line %q, want %q…", c.flag, lines[2], want)
+		}
 	}
 }
 
@@ -183,38 +189,6 @@ func TestBenchBoundHandler(t *testing.T) {
 	}
 	if b, err := os.ReadFile(logPath); err != nil || !bytes.HasPrefix(b, []byte(good+"\n\x00")) {
 		t.Fatalf("durable log after refused events: %q… (%v), want only the accepted event", b[:min(len(b), 80)], err)
-	}
-}
-
-// TestBenchDurableBound: --compare-durable-bound measures the durable
-// bound after the relay, every event verified and acknowledged, and
-// reports the relay's share of it.
-func TestBenchDurableBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two server processes")
-	}
-	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", "--compare-durable-bound", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("acrelay bench: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
-	}
-	for i, want := range []string{"sqlite group commit", "durable bound (log + fdatasync)"} {
-		var r benchResult
-		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil {
-			t.Fatalf("line %q: %v", lines[i], err)
-		}
-		if r.Label != want || r.Events != 200 || r.Errors != 0 || r.EventsPerSecond <= 0 {
-			t.Errorf("line %d: %+v; want label %q, 200 events, no errors", i, r, want)
-		}
-	}
-	if !strings.HasPrefix(lines[2], "relay / durable bound (log + fdatasync) = ") {
-		t.Errorf("last line %q, want the relay / durable bound ratio", lines[2])
 	}
 }
 
