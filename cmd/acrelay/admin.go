@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/correspondence"
-	"github.com/acrelay/acrelay/internal/token"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/store"
 )
@@ -95,7 +96,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					i, err := registry.CreateIdentity(ctx, st, projectID, id, name)
 					if err != nil {
-						return nil, "", notFound(err, "project %q", projectID)
+						return nil, "", notFound(err, "project %s", projectID)
 					}
 					return map[string]string{"identity_id": i.ID, "project_id": i.ProjectID, "status": i.Status}, i.ID, nil
 				})
@@ -117,7 +118,7 @@ func newAdminCmds() []*cobra.Command {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					i, err := st.DeactivateIdentity(ctx, dProject, args[0])
 					if err != nil {
-						return nil, "", notFound(err, "identity %q in project %q", args[0], dProject)
+						return nil, "", notFound(err, "identity %s in project %s", args[0], dProject)
 					}
 					return map[string]string{"identity_id": i.ID, "status": i.Status}, i.Status, nil
 				})
@@ -140,7 +141,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					ident, err := st.GetIdentity(ctx, projectID, identityID)
 					if err != nil {
-						return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %q in project %q", identityID, projectID)
+						return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %s in project %s", identityID, projectID)
 					}
 					k, err := registry.AddKey(ctx, st, ident, id, pub)
 					if err != nil {
@@ -169,7 +170,7 @@ func newAdminCmds() []*cobra.Command {
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					k, err := st.RevokeKey(ctx, rProject, args[0])
 					if err != nil {
-						return nil, "", notFound(err, "signing key %q in project %q", args[0], rProject)
+						return nil, "", notFound(err, "signing key %s in project %s", args[0], rProject)
 					}
 					return map[string]string{"signing_key_id": k.ID, "status": k.Status}, k.Status, nil
 				})
@@ -192,7 +193,7 @@ func newAdminCmds() []*cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					t, secret, err := registry.CreateToken(ctx, st, projectID, strings.Split(scopes, ","))
 					if err != nil {
-						return nil, "", notFound(err, "project %q", projectID)
+						return nil, "", notFound(err, "project %s", projectID)
 					}
 					return map[string]any{"token_id": t.ID, "token": secret, "scopes": t.Scopes}, secret, nil
 				})
@@ -209,13 +210,13 @@ func newAdminCmds() []*cobra.Command {
 			Use: "revoke TOKEN_ID", Short: "Revoke a token", Args: cobra.ExactArgs(1),
 			Example: "  acrelay token revoke abcdefghijklmnopqrstuvwxyz",
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if _, err := token.ID(args[0]); err == nil || strings.HasPrefix(args[0], "acr_") {
-					// Never echo a secret, not even back to its owner.
-					return errors.New(`token revoke takes a token id, not the whole token: the id is the 26 characters after "acr_" (acrelay token list shows the ids)`)
+				if !tokenIDShape.MatchString(args[0]) {
+					// Not echoed: it may be a whole token or its secret.
+					return errors.New(`token revoke takes a token id: 26 characters of a-z and 2-7, the part after "acr_" of a whole token (acrelay token list shows the ids); the argument is not one`)
 				}
 				return l2.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					if err := st.RevokeToken(ctx, args[0]); err != nil {
-						return nil, "", notFound(err, "token %q", args[0])
+						return nil, "", notFound(err, "token %s", args[0])
 					}
 					return map[string]string{"token_id": args[0], "status": "revoked"}, "revoked", nil
 				})
@@ -242,7 +243,7 @@ func newAdminCmds() []*cobra.Command {
 		"  acrelay key list --project-id P --identity-id I", true,
 		func(ctx context.Context, st store.Store, projectID, identityID string) (any, string, error) {
 			if _, err := st.GetIdentity(ctx, projectID, identityID); err != nil {
-				return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %q in project %q", identityID, projectID)
+				return nil, "", notFound(fmt.Errorf("identity: %w", err), "identity %s in project %s", identityID, projectID)
 			}
 			rows, err := listAll(func(after string, limit int) ([]store.SigningKey, error) {
 				return st.ListKeys(ctx, projectID, identityID, after, limit)
@@ -286,7 +287,7 @@ func newListCmd(what, short, example string, withIdentity bool,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 				if _, err := st.GetProject(ctx, projectID); err != nil {
-					return nil, "", notFound(fmt.Errorf("project: %w", err), "project %q", projectID)
+					return nil, "", notFound(fmt.Errorf("project: %w", err), "project %s", projectID)
 				}
 				v, text, err := list(ctx, st, projectID, identityID)
 				if errors.Is(err, store.ErrNotFound) {
@@ -309,15 +310,28 @@ func newListCmd(what, short, example string, withIdentity bool,
 	return c
 }
 
+// tokenIDShape is a token id (internal/token): 26 characters of
+// lowercase base32.
+var tokenIDShape = regexp.MustCompile(`^[a-z2-7]{26}$`)
+
 // notFound names what was looked up when err is store.ErrNotFound
-// (`project "P": not found`; ids are the caller's own input, quoted so
-// that no control character reaches the terminal) and returns any other
-// error as it is.
-func notFound(err error, format string, ids ...any) error {
+// (`project "P": not found`) and returns any other error as it is. The
+// ids are the caller's input: each is shown, quoted, only when it has the
+// shape of an id (a canonical UUID, or a token id), since anything else
+// may be a secret pasted in the wrong place.
+func notFound(err error, format string, ids ...string) error {
 	if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf(format+": %w", append(ids, store.ErrNotFound)...)
+	args := make([]any, 0, len(ids)+1)
+	for _, id := range ids {
+		if correspondence.ValidUUID(id) || tokenIDShape.MatchString(id) {
+			args = append(args, strconv.Quote(id))
+		} else {
+			args = append(args, "(not an id, not shown)")
+		}
+	}
+	return fmt.Errorf(format+": %w", append(args, store.ErrNotFound)...)
 }
 
 // listAll pages a registry listing to its end.

@@ -6,6 +6,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -30,12 +35,41 @@ func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
 	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "acrelay:", err)
+		fmt.Fprintln(os.Stderr, "acrelay:", errorText(err))
 		if ee, ok := err.(*exitError); ok {
 			os.Exit(ee.code)
 		}
 		os.Exit(1)
 	}
+}
+
+// tokenSecret matches the secret part of anything shaped like an acrelay
+// token (internal/token: "acr_" + 26-character id + "_" + 43 characters),
+// in any case, wherever it appears.
+var tokenSecret = regexp.MustCompile(`(?i)(acr_[a-z2-7]{26}_)[A-Za-z0-9_-]{43}`)
+
+// errorText is err's message as printed on the terminal: token secrets
+// replaced by "<redacted>" (an error may quote an argument, and pflag
+// quotes an unknown flag, in which a token was pasted by mistake), and
+// control characters and invalid UTF-8 escaped, so that no message can
+// move the cursor or set a terminal's title or clipboard.
+func errorText(err error) string {
+	msg := tokenSecret.ReplaceAllString(err.Error(), "${1}<redacted>")
+	var b strings.Builder
+	for len(msg) > 0 {
+		r, size := utf8.DecodeRuneInString(msg)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, msg[0])
+		case unicode.IsControl(r) && r != '\n' && r != '\t':
+			q := strconv.QuoteRune(r) // '\x1b', '\u0085'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(msg[:size])
+		}
+		msg = msg[size:]
+	}
+	return b.String()
 }
 
 // envOr returns the environment variable's value, or def when it is unset

@@ -257,24 +257,45 @@ func TestLocalAdminCommands(t *testing.T) {
 	}{
 		{[]string{"token", "list", "--project-id", none}, `project "` + none + `": not found`},
 		{[]string{"key", "list", "--project-id", pid, "--identity-id", none}, `identity "` + none + `" in project "` + pid + `": not found`},
-		{[]string{"identity", "list", "--project-id", "a\x1b[31mb"}, `project "a\x1b[31mb": not found`},
+		{[]string{"identity", "list", "--project-id", "a\x1b[31mb"}, `project (not an id, not shown): not found`},
+		{[]string{"token", "list", "--project-id", " acr_abcdefghijklmnopqrstuvwxyz_" + strings.Repeat("S", 43)}, `project (not an id, not shown): not found`},
 		{[]string{"identity", "create", "--project-id", none}, `project "` + none + `": not found`},
 		{[]string{"identity", "deactivate", "--project-id", pid, none}, `identity "` + none + `" in project "` + pid + `": not found`},
 		{[]string{"key", "add", "--project-id", pid, "--identity-id", none, "--public-key", "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg"}, `identity "` + none + `" in project "` + pid + `": not found`},
 		{[]string{"key", "revoke", "--project-id", pid, none}, `signing key "` + none + `" in project "` + pid + `": not found`},
 		{[]string{"token", "create", "--project-id", none}, `project "` + none + `": not found`},
-		{[]string{"token", "revoke", none}, `token "` + none + `": not found`},
+		{[]string{"token", "revoke", "abcdefghijklmnopqrstuvwxyz"}, `token "abcdefghijklmnopqrstuvwxyz": not found`},
 	} {
 		cmd.SetArgs(append(c.args, "--data-dir", data))
 		if err := cmd.Execute(); err == nil || !strings.HasSuffix(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error ending %s", c.args, err, c.want)
 		}
 	}
-	// A whole token where its id belongs is refused without echoing it.
-	whole := "acr_abcdefghijklmnopqrstuvwxyz_" + strings.Repeat("S", 43)
-	cmd.SetArgs([]string{"token", "revoke", whole, "--data-dir", data})
-	if err := cmd.Execute(); err == nil || strings.Contains(err.Error(), "SSSS") || !strings.Contains(err.Error(), "not the whole token") {
-		t.Errorf("token revoke with a whole token: %v, want a refusal that does not echo it", err)
+	// A whole token, or its secret, where a token id belongs is refused
+	// without echoing it.
+	secret := strings.Repeat("S", 43)
+	for _, arg := range []string{"acr_abcdefghijklmnopqrstuvwxyz_" + secret, " acr_abcdefghijklmnopqrstuvwxyz_" + secret,
+		"Bearer acr_abcdefghijklmnopqrstuvwxyz_" + secret, "ACR_ABCDEFGHIJKLMNOPQRSTUVWXYZ_" + secret, secret} {
+		cmd.SetArgs([]string{"token", "revoke", arg, "--data-dir", data})
+		if err := cmd.Execute(); err == nil || strings.Contains(err.Error(), "SSSS") || !strings.Contains(err.Error(), "the argument is not one") {
+			t.Errorf("token revoke %.12q…: %v, want a refusal that does not echo it", arg, err)
+		}
+	}
+}
+
+// TestErrorText: what main prints for an error never carries a token's
+// secret or a raw control character.
+func TestErrorText(t *testing.T) {
+	secret := "AbC-_" + strings.Repeat("z", 38)
+	for in, want := range map[string]string{
+		"unknown shorthand flag: 'a' in -acr_abcdefghijklmnopqrstuvwxyz_" + secret: "unknown shorthand flag: 'a' in -acr_abcdefghijklmnopqrstuvwxyz_<redacted>",
+		"x ACR_ABCDEFGHIJKLMNOPQRSTUVWXYZ_" + secret + " y":                        "x ACR_ABCDEFGHIJKLMNOPQRSTUVWXYZ_<redacted> y",
+		"bad \x1b[31mflag\x07 \u0085 \xff\xfe end\ttab\nline":                      `bad \x1b[31mflag\a \u0085 \xff\xfe end` + "\ttab\nline",
+		"plain \ufffd ümlaut": "plain \ufffd ümlaut",
+	} {
+		if got := errorText(errors.New(in)); got != want {
+			t.Errorf("errorText(%q)\n got %q\nwant %q", in, got, want)
+		}
 	}
 }
 
