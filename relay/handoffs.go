@@ -412,21 +412,6 @@ func nextVersion(cur store.HandoffVersion, to string, result *canonicaljson.Valu
 		Contract: canonical, State: string(next.State), AssigneeID: next.Assignee.ID}, nil
 }
 
-// ifMatchStrong applies the strong comparison of RFC 9110 §13.1.1 to the
-// If-Match list: true for * or a member equal to etag (weak tags never
-// match).
-func ifMatchStrong(vals []string, etag string) bool {
-	for _, v := range vals {
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
-			if t == "*" || t == etag {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // handleHandoffList pages the project's contracts newest first.
 func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 	p, _, ok := s.handoffStart(w, r, store.ScopeRead, false)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/dunglas/httpsfv"
@@ -98,6 +99,46 @@ func etagOf(b []byte) string {
 	return `"` + base64.RawURLEncoding.EncodeToString(sum[:24]) + `"`
 }
 
+// etagList parses the field lines of an If-Match or If-None-Match
+// header (RFC 9110 §13.1.1: "*" / #entity-tag) into its entity-tags,
+// keeping any W/ prefix, and whether a member is "*" (accepted inside a
+// list too, leniently). A comma inside a quoted tag belongs to the tag.
+// ok is false for a malformed field; the callers then treat the list as
+// matching nothing.
+func etagList(vals []string) (tags []string, star, ok bool) {
+	for _, v := range vals {
+		for {
+			v = strings.TrimLeft(v, " \t,")
+			if v == "" {
+				break
+			}
+			if v[0] == '*' {
+				star, v = true, v[1:]
+			} else {
+				weak := strings.HasPrefix(v, "W/")
+				rest := strings.TrimPrefix(v, "W/")
+				if rest == "" || rest[0] != '"' {
+					return nil, false, false
+				}
+				end := strings.IndexByte(rest[1:], '"')
+				if end < 0 {
+					return nil, false, false
+				}
+				tag := rest[:end+2]
+				if weak {
+					tag = "W/" + tag
+				}
+				tags, v = append(tags, tag), rest[end+2:]
+			}
+			v = strings.TrimLeft(v, " \t")
+			if v != "" && v[0] != ',' {
+				return nil, false, false
+			}
+		}
+	}
+	return tags, star, true
+}
+
 // ifNoneMatch applies the weak comparison of RFC 9110 §13.1.2 to the
 // If-None-Match list: true when any member (or *) matches etag.
 func ifNoneMatch(r *http.Request, etag string) bool {
@@ -105,19 +146,31 @@ func ifNoneMatch(r *http.Request, etag string) bool {
 	if len(vals) == 0 {
 		return false
 	}
+	tags, star, ok := etagList(vals)
+	if !ok {
+		return false
+	}
+	if star {
+		return true
+	}
 	opaque := strings.TrimPrefix(etag, "W/")
-	for _, v := range vals {
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
-			if t == "*" {
-				return true
-			}
-			if strings.TrimPrefix(t, "W/") == opaque {
-				return true
-			}
+	for _, t := range tags {
+		if strings.TrimPrefix(t, "W/") == opaque {
+			return true
 		}
 	}
 	return false
+}
+
+// ifMatchStrong applies the strong comparison of RFC 9110 §13.1.1 to the
+// If-Match list: true for * or a member equal to etag (weak tags never
+// match; neither does a malformed list).
+func ifMatchStrong(vals []string, etag string) bool {
+	tags, star, ok := etagList(vals)
+	if !ok {
+		return false
+	}
+	return star || slices.Contains(tags, etag)
 }
 
 // errRepresentationChanged answers a GET or HEAD whose If-Match names

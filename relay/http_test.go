@@ -317,7 +317,8 @@ func TestNegotiationAndHeaders(t *testing.T) {
 			t.Errorf("If-Match %q: %d, want 200 with the representation", im, r.Status)
 		}
 	}
-	for _, im := range []string{`"nope"`, "W/" + etag, " ,"} {
+	mustStatus(t, e.do("GET", path, tok, nil, "If-None-Match", `"x,*,y"`), 200) // one tag, not a list with *
+	for _, im := range []string{`"nope"`, "W/" + etag, " ,", `"x,*,y"`, etag + " junk"} {
 		r412 := e.do("GET", path, tok, nil, "If-Match", im, "If-None-Match", etag)
 		mustStatus(t, r412, 412)
 		if !strings.Contains(string(r412.Body), `"error":"precondition_failed"`) {
