@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,7 +97,11 @@ func newBenchCmd() *cobra.Command {
 			if c.Token == "" {
 				c.Token = os.Getenv("ACRELAY_TOKEN") // read here, so --help never prints it
 			}
-			return runBench(cmd.Context(), c, cmd.OutOrStdout())
+			// On SIGINT or SIGTERM the runs stop and the servers they
+			// started are stopped and their directories removed.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, c, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -155,13 +162,17 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 		if i == 0 || med[i].EventsPerSecond <= 0 {
 			continue
 		}
-		switch maxBatch {
-		case 1:
-			fmt.Fprintf(out, "group commit / one-tx-per-event = %.2fx\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
-		case boundRun:
-			fmt.Fprintf(out, "relay / http bound (no store) = %.2f\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
-		case durableBoundRun:
-			fmt.Fprintf(out, "relay / durable bound (log + fdatasync) = %.2f\n", med[0].EventsPerSecond/med[i].EventsPerSecond)
+		name, x := "relay / "+med[i].Label, ""
+		if maxBatch == 1 {
+			name, x = "group commit / one-tx-per-event", "x"
+		}
+		name = strings.TrimSuffix(name, fmt.Sprintf(", median of %d rounds", c.Rounds))
+		ratio := med[0].EventsPerSecond / med[i].EventsPerSecond
+		if c.JSON { // --json output stays JSON lines
+			b, _ := json.Marshal(map[string]any{"comparison": name, "ratio": math.Round(ratio*1000) / 1000})
+			fmt.Fprintln(out, string(b))
+		} else {
+			fmt.Fprintf(out, "%s = %.2f%s\n", name, ratio, x)
 		}
 	}
 	return nil
@@ -227,6 +238,7 @@ type benchRelay struct {
 	url     string
 	opToken string
 	dir     string
+	exited  chan struct{} // closed once the process has exited
 }
 
 // benchServerArgs is the command line of the server a run measures: a
@@ -251,7 +263,7 @@ func benchServerArgs(maxBatch int, addr, dir, databaseURL string) []string {
 	return args
 }
 
-func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*benchRelay, error) {
+func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (_ *benchRelay, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -260,6 +272,11 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*be
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -269,34 +286,49 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (*be
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
-	cmd := exec.CommandContext(ctx, exe, benchServerArgs(maxBatch, addr, dir, databaseURL)...)
+	cmd := exec.Command(exe, benchServerArgs(maxBatch, addr, dir, databaseURL)...)
 	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	stopWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &benchRelay{cmd: cmd, url: "http://" + addr, opToken: op, dir: dir}
-	for i := 0; i < 300; i++ {
+	r := &benchRelay{cmd: cmd, url: "http://" + addr, opToken: op, dir: dir, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(r.exited) }()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		if res, err := http.Get(r.url + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
 				return r, nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-r.exited:
+			return nil, fmt.Errorf("bench server %q exited before it became healthy (its error is above)", cmd.Args[1])
+		case <-ctx.Done():
+			r.stop()
+			return nil, ctx.Err()
+		case <-deadline.C:
+			r.stop()
+			return nil, fmt.Errorf("bench server %q did not become healthy in 15s", cmd.Args[1])
+		case <-tick.C:
+		}
 	}
-	r.stop()
-	return nil, fmt.Errorf("bench relay did not become healthy")
 }
 
+// stop interrupts the server (SIGINT: it drains and closes its store),
+// kills it after 10 s, and removes its directory once it has exited.
 func (r *benchRelay) stop() {
 	_ = r.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-r.exited:
 	case <-time.After(10 * time.Second):
 		_ = r.cmd.Process.Kill()
+		<-r.exited
 	}
 	os.RemoveAll(r.dir)
 }
@@ -485,6 +517,9 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 			Body: canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary",
 				Value: canonicaljson.StringValue("bench event " + strconv.Itoa(i) + ": " + strings.Repeat("progress report text ", 40))}),
 		}
+		if i%1024 == 0 && ctx.Err() != nil {
+			return benchResult{}, fmt.Errorf("bench interrupted: %w", ctx.Err())
+		}
 		if err := ev.Sign(priv); err != nil {
 			return benchResult{}, err
 		}
@@ -538,7 +573,7 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 			defer wg.Done()
 			bc := &benchConn{}
 			defer bc.close()
-			for {
+			for ctx.Err() == nil { // interrupted: stop posting
 				i := int(next.Add(1)) - 1
 				if i >= len(bodies) {
 					return
@@ -556,6 +591,9 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 		}()
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return benchResult{}, fmt.Errorf("bench interrupted: %w", err)
+	}
 	elapsed := time.Since(start)
 	cpu1, _ := cpuTime(pid)
 	self1, _ := cpuTime(os.Getpid())

@@ -61,10 +61,11 @@ const (
 	boundLinger = 100 * time.Microsecond
 )
 
-// openBoundLog creates (or truncates) path, fills it with boundLogSize
-// zero bytes and syncs it and its directory.
+// openBoundLog creates path (which must not exist: O_EXCL, so no
+// symbolic link is followed), fills it with boundLogSize zero bytes and
+// syncs it and its directory.
 func openBoundLog(path string) (*boundLog, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,12 @@ func (l *boundLog) commit() {
 	l.off += int64(len(buf))
 	l.mu.Unlock()
 
-	err := l.write(buf, off)
+	var err error
+	if int64(len(buf)) > l.size {
+		err = fmt.Errorf("a batch of %d bytes does not fit a ring of %d", len(buf), l.size)
+	} else {
+		err = l.write(buf, off)
+	}
 	if err == nil {
 		err = l.sync()
 	}

@@ -222,4 +222,41 @@ func TestBoundLogRing(t *testing.T) {
 	if err := o.append(make([]byte, 4096)); err == nil {
 		t.Fatal("an append as large as the ring: nil error")
 	}
+	if _, err := openBoundLog(o.path); err == nil {
+		t.Fatal("openBoundLog over an existing file: nil error")
+	}
+}
+
+// TestBoundLogBatchLargerThanRing: appends that each fit but together
+// exceed the ring fail rather than write past its end.
+func TestBoundLogBatchLargerThanRing(t *testing.T) {
+	o := openObservedLog(t)
+	o.size = 1024
+	held, release := make(chan struct{}), make(chan struct{})
+	observed := o.sync
+	var once sync.Once
+	o.sync = func() error {
+		once.Do(func() { close(held); <-release })
+		return observed()
+	}
+	first := make(chan error, 1)
+	go func() { first <- o.append([]byte("first")) }()
+	<-held
+	errs := make(chan error, 4)
+	for range 4 { // 4 × 600 bytes queue behind the held sync: one batch of 2,404
+		go func() { errs <- o.append(bytes.Repeat([]byte("y"), 599)) }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := <-errs; err == nil {
+			t.Fatal("an append of a batch larger than the ring succeeded")
+		}
+	}
+	if fi, err := os.Stat(o.path); err != nil || fi.Size() != boundLogSize {
+		t.Fatalf("the file changed size: %v %v", fi, err)
+	}
 }

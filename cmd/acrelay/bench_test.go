@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -41,6 +42,10 @@ func TestBenchRounds(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
+		if strings.HasPrefix(line, `{"comparison"`) {
+			ratio = line
+			continue
+		}
 		if strings.HasPrefix(line, "{") {
 			var r benchResult
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
@@ -49,7 +54,7 @@ func TestBenchRounds(t *testing.T) {
 			results = append(results, r)
 			continue
 		}
-		ratio = line
+		t.Errorf("--json printed a line that is not JSON: %q", line)
 	}
 	// Round 1 (group, one-tx), round 2 (group, one-tx), then the medians.
 	wantLabels := []string{
@@ -80,8 +85,13 @@ func TestBenchRounds(t *testing.T) {
 			t.Errorf("median events/s %v of %v and %v, want their mean", m, a, b)
 		}
 	}
-	if !strings.HasPrefix(ratio, "group commit / one-tx-per-event = ") {
-		t.Errorf("last line %q, want the group commit / one-tx ratio", ratio)
+	var cmp struct {
+		Comparison string  `json:"comparison"`
+		Ratio      float64 `json:"ratio"`
+	}
+	if err := json.Unmarshal([]byte(ratio), &cmp); err != nil || cmp.Comparison != "group commit / one-tx-per-event" ||
+		math.Abs(cmp.Ratio-results[4].EventsPerSecond/results[5].EventsPerSecond) > 0.001 {
+		t.Errorf("last line %q (%v), want the group commit / one-tx ratio of the medians as JSON", ratio, err)
 	}
 }
 
@@ -117,7 +127,7 @@ func TestBenchBounds(t *testing.T) {
 				t.Errorf("%s line %d: %+v; want label %q, 200 events, no errors", c.flag, i, r, want)
 			}
 		}
-		if want := "relay / " + c.label + " = "; !strings.HasPrefix(lines[2], want) {
+		if want := `{"comparison":"relay / ` + c.label + `","ratio":`; !strings.HasPrefix(lines[2], want) {
 			t.Errorf("%s: last line %q, want %q…", c.flag, lines[2], want)
 		}
 	}
@@ -226,5 +236,25 @@ func TestBenchServerArgs(t *testing.T) {
 		if got := strings.Join(benchServerArgs(c.maxBatch, addr, dir, c.db), " "); got != c.want {
 			t.Errorf("maxBatch %d, database %q:\n got %s\nwant %s", c.maxBatch, c.db, got, c.want)
 		}
+	}
+}
+
+// TestBenchServerExitsEarly: a server that exits before it is healthy
+// (here: a relay on an unreachable database) fails the bench at once,
+// naming it, and leaves no directory behind.
+func TestBenchServerExitsEarly(t *testing.T) {
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "acrelay-bench-*"))
+	start := time.Now()
+	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "10", "--clients", "1", "--database-url", "postgres://nobody@127.0.0.1:1/none")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `bench server "serve" exited before it became healthy`) {
+		t.Fatalf("bench against a relay that cannot start: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v: the bench waited for a server that had exited", d)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "acrelay-bench-*"))
+	if len(after) > len(before) {
+		t.Errorf("directories left behind: %v (before: %v)", after, before)
 	}
 }

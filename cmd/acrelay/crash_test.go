@@ -35,6 +35,15 @@ var buildOnce struct {
 	err  error
 }
 
+// TestMain removes the binary acrelayBinary built (28 MB a run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildOnce.path != "" {
+		os.RemoveAll(filepath.Dir(buildOnce.path))
+	}
+	os.Exit(code)
+}
+
 func acrelayBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
