@@ -87,6 +87,7 @@ var (
 	errHandoffIDInvalid     = errf(http.StatusBadRequest, "handoff_id_invalid", "the handoff id in the URL is not a canonical lowercase UUID")
 	errHandoffIDMismatch    = errf(http.StatusBadRequest, "handoff_id_mismatch", "handoffId in the body is not the handoff id in the URL")
 	errPreconditionRequired = errf(http.StatusPreconditionRequired, "precondition_required", "a transition needs If-Match with the contract's current ETag").withHint("GET the contract and send its ETag in If-Match")
+	errHandoffAbsent        = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match: no such contract exists").withHint("PUT without If-Match to create it")
 	errHandoffPresent       = errf(http.StatusPreconditionFailed, "precondition_failed", "If-None-Match: the contract already exists").withHint("GET it, or PUT without If-None-Match to replay its creation")
 	errPreconditionFailed   = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match does not match the contract's current ETag").withHint("GET the contract again and retry with its ETag")
 	errTransitionBody       = errf(http.StatusBadRequest, "transition_invalid", `the body must be {"to": state, "result"?: object}`)
@@ -149,7 +150,10 @@ func (s *Server) writeHandoff(w http.ResponseWriter, r *http.Request, status int
 }
 
 // handleHandoffPut creates a contract (201) or replays its creation (200);
-// with If-None-Match: * (or the current ETag) a replay is 412 instead.
+// with If-None-Match: * (or the current ETag) a replay is 412 instead,
+// and with If-Match (RFC 9110 §13.1.1) anything but a replay whose
+// current ETag it names (or *) is 412: nothing is created when no
+// contract exists.
 func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 	p, id, ok := s.handoffStart(w, r, store.ScopeAppend, true)
 	if !ok {
@@ -186,6 +190,18 @@ func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	ifMatch := r.Header.Values("If-Match")
+	if len(ifMatch) > 0 {
+		// If-Match is false without a current representation. Contracts
+		// are never deleted, so one found here still exists below.
+		if _, err := s.st.Handoff(r.Context(), p.ProjectID, id); errors.Is(err, store.ErrNotFound) {
+			s.writeError(w, r, errHandoffAbsent)
+			return
+		} else if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
 	v, created, err := s.st.CreateHandoff(r.Context(), store.HandoffVersion{
 		ProjectID: p.ProjectID, HandoffID: id, Version: 1, Contract: canonical,
 		State: string(c.State), AssigneeID: c.Assignee.ID, IdempotencyKey: c.IdempotencyKey,
@@ -197,6 +213,10 @@ func (s *Server) handleHandoffPut(w http.ResponseWriter, r *http.Request) {
 	body, err := s.representation(r, v, time.Now())
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if len(ifMatch) > 0 && (created || !ifMatchStrong(ifMatch, etagOf(body))) {
+		s.writeError(w, r, errPreconditionFailed)
 		return
 	}
 	if !created && ifNoneMatch(r, etagOf(body)) {

@@ -606,3 +606,23 @@ func TestHandoffPutIfNoneMatch(t *testing.T) {
 		t.Fatalf("ETag after the refused PUTs %s, want %s", got.Header.Get("ETag"), etag)
 	}
 }
+
+// TestHandoffPutIfMatch: If-Match on a PUT (RFC 9110 §13.1.1) replays only
+// a contract whose current ETag it names (or *), and never creates one.
+func TestHandoffPutIfMatch(t *testing.T) {
+	e := newEnv(t)
+	_, tok := e.newProject("")
+	id := newUUID()
+	doc := contractJSON(t, contractDoc(t, id, "k", time.Now(), 2))
+	for _, im := range []string{"*", `"any"`} {
+		wantError(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-Match", im), 412, "precondition_failed")
+	}
+	wantError(t, e.do("GET", "/v1/handoffs/"+id, tok, nil), 404, "not_found")
+	created := e.do("PUT", "/v1/handoffs/"+id, tok, doc)
+	mustStatus(t, created, 201)
+	etag := created.Header.Get("ETag")
+	mustStatus(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-Match", etag), 200)
+	mustStatus(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-Match", "*"), 200)
+	wantError(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-Match", `"stale"`), 412, "precondition_failed")
+	wantError(t, e.do("PUT", "/v1/handoffs/"+id, tok, doc, "If-Match", "W/"+etag), 412, "precondition_failed")
+}
