@@ -61,6 +61,19 @@ func (o *observedLog) head(t *testing.T) []byte {
 	return b
 }
 
+// holdFirstSync makes the next sync close held and wait until release is
+// closed before it runs.
+func (o *observedLog) holdFirstSync() (held, release chan struct{}) {
+	held, release = make(chan struct{}), make(chan struct{})
+	observed := o.sync
+	var once sync.Once
+	o.sync = func() error {
+		once.Do(func() { close(held); <-release })
+		return observed()
+	}
+	return held, release
+}
+
 func (o *observedLog) wasSynced(line string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -119,13 +132,7 @@ func TestBoundLogAppends(t *testing.T) {
 // or the next returns; once it completes they all do.
 func TestBoundLogWaitsForSync(t *testing.T) {
 	o := openObservedLog(t)
-	held, release := make(chan struct{}), make(chan struct{})
-	observed := o.sync
-	var once sync.Once
-	o.sync = func() error {
-		once.Do(func() { close(held); <-release })
-		return observed()
-	}
+	held, release := o.holdFirstSync()
 	returned := make(chan error, 8)
 	for i := range 8 {
 		go func() { returned <- o.append(fmt.Appendf(nil, "event %d", i)) }()
@@ -232,13 +239,7 @@ func TestBoundLogRing(t *testing.T) {
 func TestBoundLogBatchLargerThanRing(t *testing.T) {
 	o := openObservedLog(t)
 	o.size = 1024
-	held, release := make(chan struct{}), make(chan struct{})
-	observed := o.sync
-	var once sync.Once
-	o.sync = func() error {
-		once.Do(func() { close(held); <-release })
-		return observed()
-	}
+	held, release := o.holdFirstSync()
 	first := make(chan error, 1)
 	go func() { first <- o.append([]byte("first")) }()
 	<-held
