@@ -16,17 +16,35 @@ import (
 // Lines may repeat after a crash (at-least-once); de-duplicate by
 // event.event_id.
 type Export struct {
-	Dir string
+	Dir  string
+	Feed store.Feed // lists the projects (every project has one target)
 }
 
 // Name implements Courier.
 func (Export) Name() string { return "export" }
 
+// Projects implements Courier: every project of the store.
+func (e Export) Projects(ctx context.Context) ([]string, error) {
+	var all []string
+	after := ""
+	for {
+		ids, err := e.Feed.ProjectIDs(ctx, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ids...)
+		if len(ids) < 500 {
+			return all, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
 // Targets implements Courier: one file per project.
-func (Export) Targets(context.Context, string) ([]string, error) { return []string{""}, nil }
+func (Export) Targets(context.Context, string) ([]Target, error) { return []Target{{}}, nil }
 
 // Deliver implements Courier.
-func (e Export) Deliver(_ context.Context, projectID, _ string, records []store.Record) error {
+func (e Export) Deliver(_ context.Context, projectID string, _ Target, records []store.Record) error {
 	if !correspondence.ValidUUID(projectID) { // never a path outside Dir
 		return fmt.Errorf("export: project id is not a UUID")
 	}

@@ -3,50 +3,166 @@ package couriers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
 
-// Courier delivers records to its targets. Implementations must be safe
-// for use by one Runner goroutine; Deliver may be called again with records
-// it already delivered (at-least-once).
+// Target is one delivery target of a project: a WebSub subscription, a
+// Matrix room, an export file.
+type Target struct {
+	// ID is the target's stable id, the key of its cursor and backoff
+	// state; "" is a valid id for a courier with one target per project.
+	ID string
+	// Host is what the per-host limit counts (a callback's host, a
+	// homeserver); "" for targets no host limit applies to.
+	Host string
+}
+
+// Courier delivers records to its targets (DESIGN.md "Couriers"). The
+// Runner calls Deliver for one target at a time, never twice at once for
+// the same target, and may call it again with records it already
+// delivered (at-least-once: receivers de-duplicate by event_id).
 type Courier interface {
-	// Name is the stable courier name used for cursors and leases.
+	// Name is the stable courier name of cursors and leases.
 	Name() string
-	// Targets lists the delivery targets of a project (subscriptions,
-	// rooms, files); "" is a valid single target.
-	Targets(ctx context.Context, projectID string) ([]string, error)
-	// Deliver hands records (ascending received_seq) to target. An error
-	// leaves the cursor where it was; the batch is retried later.
-	Deliver(ctx context.Context, projectID, target string, records []store.Record) error
+	// Projects lists the projects that have at least one target.
+	Projects(ctx context.Context) ([]string, error)
+	// Targets lists a project's targets.
+	Targets(ctx context.Context, projectID string) ([]Target, error)
+	// Deliver hands records (ascending received_seq, at least one) to
+	// target. ctx ends when the delivery times out or the lease is lost.
+	// A nil error advances the target's cursor past the records; an error
+	// leaves it and the target backs off. Wrap ErrTargetGone when the
+	// target no longer exists (its state is forgotten), or return a
+	// *RetryAfterError to set the wait.
+	Deliver(ctx context.Context, projectID string, target Target, records []store.Record) error
+}
+
+// ErrTargetGone, wrapped by Deliver, says the target is gone for good (a
+// WebSub callback answered 410): the Runner forgets its cursor and stops
+// delivering to it.
+var ErrTargetGone = errors.New("courier target gone")
+
+// RetryAfterError, returned by Deliver, fails the delivery and sets the
+// wait before the next attempt to After (a Matrix 429's retry_after_ms).
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("retry after %v: %v", e.After, e.Err)
+}
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// FailingReporter is implemented by couriers that act when a target has
+// failed for longer than Backoff.GiveUp (WebSub marks the subscription
+// failing). The Runner calls it once per run of failures, and keeps
+// retrying at Backoff.Max.
+type FailingReporter interface {
+	TargetFailing(ctx context.Context, projectID string, target Target, since time.Time)
+}
+
+// Backoff bounds the waits after failed deliveries: exponential from
+// Initial, doubling per consecutive failure up to Max, each wait drawn
+// uniformly from its upper half (jitter). GiveUp, when positive, is how
+// long a target may fail before FailingReporter is told.
+type Backoff struct {
+	Initial, Max, GiveUp time.Duration
+}
+
+// Wait returns the wait after the n-th consecutive failure (n ≥ 1).
+func (b Backoff) Wait(n int) time.Duration {
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // Store is what a Runner needs from the store.
 type Store interface {
 	store.Couriers
 	store.Feed
+	store.Advances
+	Head(ctx context.Context, projectID string) (seq int64, at time.Time, err error)
 }
 
 // Options tune a Runner; zero values take the defaults.
 type Options struct {
-	Holder       string        // this process's lease holder id (required)
-	LeaseTTL     time.Duration // lease length; default 15s
-	PollInterval time.Duration // idle re-check; default 1s
-	Batch        int           // records per delivery; default 100
-	RetryBackoff time.Duration // wait after a failed delivery; default 2s
-	Logger       *slog.Logger
+	Holder   string        // this process's lease holder id (required)
+	LeaseTTL time.Duration // lease length; renewed every third of it; default 15s
+	Batch    int           // records per delivery; default 100
+	// Concurrency bounds the deliveries in flight across every target and
+	// project of this courier; default 32.
+	Concurrency int
+	// HostLimit returns how many deliveries may be in flight to one
+	// Target.Host; nil allows 4 per host, and a result < 1 means no limit.
+	HostLimit func(host string) int
+	Backoff   Backoff // default 1s to 5m, no give-up
+	// DeliveryTimeout bounds one Deliver call; default 60s.
+	DeliveryTimeout time.Duration
+	// Refresh is how often the Runner re-reads the courier's projects and
+	// targets and the projects' heads (advances and Refresh calls wake it
+	// in between); default 30s.
+	Refresh time.Duration
+	Logger  *slog.Logger
 }
 
-// Runner runs one courier over every project.
+// Runner runs one courier over every project whose lease it holds
+// (package doc). Run it once; Refresh and Status may be called from any
+// goroutine.
 type Runner struct {
 	st      Store
 	courier Courier
 	opt     Options
 	log     *slog.Logger
-	poke    chan struct{}
-	backoff map[string]time.Time // project/target → not before
+
+	refresh chan string // project ids whose targets changed
+	sem     chan struct{}
+
+	hostMu sync.Mutex
+	hosts  map[string]chan struct{}
+
+	// validUntil is the local time (UnixNano) until which the held leases
+	// are safe to act on; workers stop sending after it.
+	validUntil atomic.Int64
+
+	mu       sync.Mutex // guards projects, inflight and lastErr (the scheduler writes, Status reads)
+	projects map[string]*project
+	inflight map[string]bool // project\x00target: a worker runs (under any fence)
+	lastErr  string
+}
+
+// project is the state of a project whose lease the Runner holds.
+type project struct {
+	lease   store.Lease
+	head    int64
+	ctx     context.Context // ends when the lease is lost
+	cancel  context.CancelFunc
+	targets map[string]*target
+	loaded  bool
+}
+
+type target struct {
+	t            Target
+	cursor       int64
+	failures     int
+	failingSince time.Time
+	notBefore    time.Time // local clock
+	lastErr      string
+	reported     bool // FailingReporter told for this run of failures
 }
 
 // NewRunner returns a Runner; it starts nothing until Run.
@@ -54,144 +170,595 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	if opt.LeaseTTL <= 0 {
 		opt.LeaseTTL = 15 * time.Second
 	}
-	if opt.PollInterval <= 0 {
-		opt.PollInterval = time.Second
-	}
 	if opt.Batch <= 0 {
 		opt.Batch = 100
 	}
-	if opt.RetryBackoff <= 0 {
-		opt.RetryBackoff = 2 * time.Second
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = 32
+	}
+	if opt.HostLimit == nil {
+		opt.HostLimit = func(string) int { return 4 }
+	}
+	if opt.Backoff.Initial <= 0 {
+		opt.Backoff.Initial = time.Second
+	}
+	if opt.Backoff.Max < opt.Backoff.Initial {
+		opt.Backoff.Max = max(5*time.Minute, opt.Backoff.Initial)
+	}
+	if opt.DeliveryTimeout <= 0 {
+		opt.DeliveryTimeout = 60 * time.Second
+	}
+	if opt.Refresh <= 0 {
+		opt.Refresh = 30 * time.Second
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{st: st, courier: c, opt: opt, poke: make(chan struct{}, 1), backoff: map[string]time.Time{},
-		log: opt.Logger.With("courier", c.Name())}
+	return &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
+		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
+		hosts: map[string]chan struct{}{}, projects: map[string]*project{}, inflight: map[string]bool{}}
 }
 
-// Poke wakes the runner early (a project advanced). It never blocks.
-func (r *Runner) Poke() {
+// Refresh tells the Runner that a project's targets changed (a WebSub
+// subscription was verified or removed, a room bound): it re-reads them,
+// and takes the project's lease if it has none. It never blocks.
+func (r *Runner) Refresh(projectID string) {
 	select {
-	case r.poke <- struct{}{}:
-	default:
+	case r.refresh <- projectID:
+	default: // the periodic refresh catches up
 	}
 }
 
-// Run delivers until ctx ends, then releases the leases it holds.
+// Status is a courier's progress, for readiness and metrics. It never
+// carries secrets: LastError is the courier's short description.
+type Status struct {
+	Courier  string `json:"courier"`
+	Projects int    `json:"projects"` // projects whose lease this process holds
+	Targets  int    `json:"targets"`
+	Behind   int64  `json:"records_behind"` // records not yet delivered, summed over targets
+	Failing  int    `json:"targets_failing"`
+	// LastError is the newest delivery failure's description ("" when
+	// none since the start).
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Status returns the courier's progress as the Runner last saw it.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Status{Courier: r.courier.Name(), Projects: len(r.projects), LastError: r.lastErr}
+	for _, p := range r.projects {
+		for _, t := range p.targets {
+			s.Targets++
+			if p.head > t.cursor {
+				s.Behind += p.head - t.cursor
+			}
+			if t.failures > 0 {
+				s.Failing++
+			}
+		}
+	}
+	return s
+}
+
+// result is what a delivery worker reports to the scheduler.
+type result struct {
+	projectID string
+	fence     int64
+	target    string
+	cursor    int64
+	state     *store.TargetState // after a recorded failure
+	err       error
+}
+
+// leaseUpdate is what the lease keeper reports: the leases this process
+// holds now and the local time until which they are safe to act on.
+type leaseUpdate struct {
+	leases     []store.Lease
+	validUntil time.Time
+}
+
+// Run delivers until ctx ends, then stops its deliveries and releases its
+// leases. It returns nil after ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
-	held := map[string]bool{}
+	sub := r.st.SubscribeAdvances()
+	defer sub.Close()
+	updates := make(chan leaseUpdate, 1)
+	want := make(chan string, 256)
+	kctx, stopKeeper := context.WithCancel(ctx)
+	var keeper sync.WaitGroup
+	keeper.Go(func() { r.keepLeases(kctx, want, updates) })
+	results := make(chan result, 64)
+	var workers sync.WaitGroup
 	defer func() {
-		rel, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		for p := range held {
-			_ = r.st.ReleaseLease(rel, r.courier.Name(), p, r.opt.Holder)
+		r.mu.Lock()
+		for _, p := range r.projects {
+			p.cancel()
 		}
+		r.projects = map[string]*project{}
+		r.mu.Unlock()
+		workers.Wait()
+		stopKeeper()
+		keeper.Wait() // it releases the leases
 	}()
-	// A pass renews every held lease, so passes come at least three times
-	// per lease; pokes (a project advanced) start one early.
-	wait := min(r.opt.PollInterval, r.opt.LeaseTTL/3)
+
+	refresh := time.NewTicker(r.opt.Refresh)
+	defer refresh.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
-		if err := r.pass(ctx, held); err != nil && ctx.Err() == nil {
-			r.log.Warn("courier pass failed", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.poke:
-		case <-time.After(wait):
+		case u := <-updates:
+			r.validUntil.Store(u.validUntil.UnixNano())
+			r.applyLeases(ctx, u.leases)
+		case <-sub.Ready():
+			for _, a := range sub.Take() {
+				r.mu.Lock()
+				p := r.projects[a.ProjectID]
+				if p != nil && a.ReceivedSeq > p.head {
+					p.head = a.ReceivedSeq
+				}
+				r.mu.Unlock()
+				if p == nil {
+					select {
+					case want <- a.ProjectID:
+					default:
+					}
+				}
+			}
+		case id := <-r.refresh:
+			r.mu.Lock()
+			p := r.projects[id]
+			r.mu.Unlock()
+			if p == nil {
+				select {
+				case want <- id:
+				default:
+				}
+			} else {
+				r.load(ctx, id, p)
+			}
+		case <-refresh.C:
+			r.mu.Lock()
+			ids := make([]string, 0, len(r.projects))
+			for id := range r.projects {
+				ids = append(ids, id)
+			}
+			r.mu.Unlock()
+			for _, id := range ids {
+				r.mu.Lock()
+				p := r.projects[id]
+				r.mu.Unlock()
+				if p != nil {
+					r.load(ctx, id, p)
+				}
+			}
+		case res := <-results:
+			r.applyResult(ctx, res)
+		case <-wake.C:
+		}
+		next := r.schedule(ctx, results, &workers)
+		if !next.IsZero() {
+			wake.Reset(max(time.Until(next), time.Millisecond))
 		}
 	}
 }
 
-// pass walks every project once: take or renew its lease, deliver what is
-// after each target's cursor.
-func (r *Runner) pass(ctx context.Context, held map[string]bool) error {
-	after := ""
-	for {
-		ids, err := r.st.ProjectIDs(ctx, after, 100)
-		if err != nil {
-			return err
+// applyLeases starts the projects whose lease was won and stops those
+// whose lease was lost (or taken again under a new fence).
+func (r *Runner) applyLeases(ctx context.Context, leases []store.Lease) {
+	held := make(map[string]store.Lease, len(leases))
+	for _, l := range leases {
+		held[l.ProjectID] = l
+	}
+	r.mu.Lock()
+	var won []string
+	for id, p := range r.projects {
+		if l, ok := held[id]; !ok || l.Fence != p.lease.Fence {
+			r.log.Info("lease lost", "project_id", id)
+			p.cancel()
+			delete(r.projects, id)
 		}
-		for _, p := range ids {
-			ok, err := r.st.AcquireLease(ctx, r.courier.Name(), p, r.opt.Holder, r.opt.LeaseTTL)
-			if err != nil {
-				return err
+	}
+	for id, l := range held {
+		if _, ok := r.projects[id]; !ok {
+			pctx, cancel := context.WithCancel(ctx)
+			r.projects[id] = &project{lease: l, ctx: pctx, cancel: cancel, targets: map[string]*target{}}
+			won = append(won, id)
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(won)
+	for _, id := range won {
+		r.log.Debug("lease won", "project_id", id)
+		r.mu.Lock()
+		p := r.projects[id]
+		r.mu.Unlock()
+		r.load(ctx, id, p)
+	}
+}
+
+// load reads a project's head, targets and their durable state.
+func (r *Runner) load(ctx context.Context, id string, p *project) {
+	head, _, err := r.st.Head(ctx, id)
+	if err != nil {
+		r.log.Warn("read head", "project_id", id, "err", err)
+		return
+	}
+	ts, err := r.courier.Targets(ctx, id)
+	if err != nil {
+		r.log.Warn("list targets", "project_id", id, "err", err)
+		return
+	}
+	states, err := r.st.TargetStates(ctx, r.courier.Name(), id)
+	if err != nil {
+		r.log.Warn("read target states", "project_id", id, "err", err)
+		return
+	}
+	byID := make(map[string]store.TargetState, len(states))
+	for _, s := range states {
+		byID[s.Target] = s
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p.head = max(p.head, head)
+	keep := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		keep[t.ID] = true
+		cur := p.targets[t.ID]
+		if cur == nil {
+			s := byID[t.ID]
+			cur = &target{cursor: s.ReceivedSeq, failures: s.Failures, failingSince: s.FailingSince, lastErr: s.LastError}
+			if s.RetryIn > 0 {
+				cur.notBefore = now.Add(s.RetryIn)
 			}
-			if !ok {
-				if held[p] {
-					r.log.Info("lease lost", "project_id", p)
-					delete(held, p)
+			p.targets[t.ID] = cur
+		}
+		cur.t = t
+	}
+	for tid := range p.targets {
+		if !keep[tid] {
+			delete(p.targets, tid)
+		}
+	}
+	p.loaded = true
+}
+
+// schedule starts a worker for every due target with records after its
+// cursor, and returns when the next backing-off target is due (zero when
+// none is).
+func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *sync.WaitGroup) time.Time {
+	now := time.Now()
+	if !r.leasesSafe(now) {
+		return time.Time{} // leases not (or no longer) known to be safe
+	}
+	var next time.Time
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, p := range r.projects {
+		if !p.loaded {
+			continue
+		}
+		for _, t := range p.targets {
+			key := id + "\x00" + t.t.ID
+			if r.inflight[key] || t.cursor >= p.head {
+				continue
+			}
+			if now.Before(t.notBefore) {
+				if next.IsZero() || t.notBefore.Before(next) {
+					next = t.notBefore
 				}
 				continue
 			}
-			if !held[p] {
-				r.log.Info("lease won", "project_id", p)
-				held[p] = true
-			}
-			if err := r.deliverProject(ctx, p); err != nil && ctx.Err() == nil {
-				r.log.Warn("delivery failed", "project_id", p, "err", err)
-			}
+			r.inflight[key] = true
+			w := worker{r: r, projectID: id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
+				failures: t.failures, results: results}
+			workers.Go(w.run)
 		}
-		if len(ids) < 100 {
-			return nil
+	}
+	return next
+}
+
+func (r *Runner) applyResult(ctx context.Context, res result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, res.projectID+"\x00"+res.target)
+	p := r.projects[res.projectID]
+	if p == nil || p.lease.Fence != res.fence {
+		return // the lease it ran under is gone
+	}
+	t := p.targets[res.target]
+	if t == nil {
+		return
+	}
+	t.cursor = max(t.cursor, res.cursor)
+	switch {
+	case res.err == nil:
+		t.failures, t.failingSince, t.notBefore, t.lastErr, t.reported = 0, time.Time{}, time.Time{}, "", false
+	case errors.Is(res.err, ErrTargetGone):
+		delete(p.targets, res.target)
+	case errors.Is(res.err, store.ErrLeaseLost):
+		r.log.Info("lease lost during delivery", "project_id", res.projectID)
+		p.cancel()
+		delete(r.projects, res.projectID)
+	default:
+		r.lastErr = res.err.Error()
+		if res.state != nil {
+			t.failures, t.failingSince, t.lastErr = res.state.Failures, res.state.FailingSince, res.state.LastError
+			t.notBefore = time.Now().Add(res.state.RetryIn)
+		} else { // the failure could not be recorded: back off locally
+			t.failures++
+			t.notBefore = time.Now().Add(r.opt.Backoff.Wait(t.failures))
 		}
-		after = ids[len(ids)-1]
+		if fr, ok := r.courier.(FailingReporter); ok && r.opt.Backoff.GiveUp > 0 && !t.reported &&
+			!t.failingSince.IsZero() && time.Since(t.failingSince) >= r.opt.Backoff.GiveUp {
+			t.reported = true
+			go fr.TargetFailing(ctx, res.projectID, t.t, t.failingSince)
+		}
 	}
 }
 
-func (r *Runner) deliverProject(ctx context.Context, projectID string) error {
-	targets, err := r.courier.Targets(ctx, projectID)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, target := range targets {
-		key := projectID + "\x00" + target
-		if time.Now().Before(r.backoff[key]) {
-			continue
-		}
-		if err := r.drain(ctx, projectID, target); err != nil {
-			r.backoff[key] = time.Now().Add(r.opt.RetryBackoff)
-			errs = append(errs, err)
-		} else {
-			delete(r.backoff, key)
-		}
-	}
-	return errors.Join(errs...)
+// worker drains one target: records after its cursor, batch by batch,
+// each delivery under the global and per-host limits, each cursor advance
+// fenced by the lease.
+type worker struct {
+	r         *Runner
+	projectID string
+	lease     store.Lease
+	ctx       context.Context // the project's: ends when its lease is lost
+	runCtx    context.Context // Run's
+	target    Target
+	cursor    int64
+	failures  int
+	results   chan<- result
 }
 
-// drain delivers batches until the target is caught up. A bounded number
-// of batches per pass keeps one busy project from starving the others.
-func (r *Runner) drain(ctx context.Context, projectID, target string) error {
-	name := r.courier.Name()
-	cur, err := r.st.CourierCursor(ctx, name, projectID, target)
-	if err != nil {
-		return err
+func (w worker) run() {
+	res := result{projectID: w.projectID, fence: w.lease.Fence, target: w.target.ID}
+	res.cursor, res.err = w.drain()
+	if errors.Is(res.err, errLeaseUnsafe) {
+		res.err = nil
 	}
-	for i := 0; i < 16; i++ {
-		recs, err := r.st.RecordsAfter(ctx, projectID, cur, r.opt.Batch)
+	if res.err != nil && !errors.Is(res.err, ErrTargetGone) && !errors.Is(res.err, store.ErrLeaseLost) && w.ctx.Err() == nil {
+		wait := w.r.opt.Backoff.Wait(w.failures + 1)
+		var ra *RetryAfterError
+		if errors.As(res.err, &ra) {
+			wait = ra.After
+		}
+		st, err := w.r.st.RecordFailure(w.ctx, w.lease, w.target.ID, wait, res.err.Error())
+		switch {
+		case err == nil:
+			res.state = &st
+		case errors.Is(err, store.ErrLeaseLost):
+			res.err = err
+		}
+		w.r.log.Warn("delivery failed", "project_id", w.projectID, "target", w.target.ID, "failures", st.Failures, "retry_in", wait, "err", res.err)
+	}
+	select { // always reported, so the scheduler knows the target is free
+	case w.results <- res:
+	case <-w.runCtx.Done(): // Run is ending; nobody schedules any more
+	}
+}
+
+func (w worker) drain() (int64, error) {
+	r := w.r
+	cursor := w.cursor
+	for {
+		if w.ctx.Err() != nil || !r.leasesSafe(time.Now()) {
+			return cursor, nil
+		}
+		recs, err := r.st.RecordsAfter(w.ctx, w.projectID, cursor, r.opt.Batch)
 		if err != nil || len(recs) == 0 {
-			return err
+			return cursor, err
 		}
-		if err := r.courier.Deliver(ctx, projectID, target, recs); err != nil {
-			return err
+		if err := w.deliver(recs); err != nil {
+			if errors.Is(err, ErrTargetGone) {
+				if ferr := r.st.ForgetTarget(context.WithoutCancel(w.ctx), r.courier.Name(), w.projectID, w.target.ID); ferr != nil {
+					r.log.Warn("forget target", "project_id", w.projectID, "target", w.target.ID, "err", ferr)
+				}
+			}
+			return cursor, err
 		}
-		// What was delivered is recorded even when shutdown began during
-		// the delivery, so a clean restart does not deliver it again.
-		cur = recs[len(recs)-1].ReceivedSeq
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err = r.st.AdvanceCursor(actx, name, projectID, target, cur)
+		// What was delivered is recorded even when the project stopped
+		// during the delivery; the fence refuses it if the lease is gone.
+		next := recs[len(recs)-1].ReceivedSeq
+		actx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
+		err = r.st.AdvanceCursor(actx, w.lease, w.target.ID, next)
 		cancel()
 		if err != nil {
-			return err
+			return cursor, err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if len(recs) < r.opt.Batch {
-			return nil
-		}
+		cursor = next
 	}
-	return nil
+}
+
+// deliver runs one Deliver call inside the concurrency limits.
+func (w worker) deliver(recs []store.Record) error {
+	r := w.r
+	// The host's slot first: a worker queued behind a slow host holds no
+	// slot of the global limit, so other hosts' targets go on.
+	if host := r.hostSlot(w.target.Host); host != nil {
+		select {
+		case host <- struct{}{}:
+		case <-w.ctx.Done():
+			return w.ctx.Err()
+		}
+		defer func() { <-host }()
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+	defer func() { <-r.sem }()
+	if !r.leasesSafe(time.Now()) {
+		return errLeaseUnsafe // the lease may have lapsed: do not send
+	}
+	dctx, cancel := context.WithTimeout(w.ctx, r.opt.DeliveryTimeout)
+	defer cancel()
+	return r.courier.Deliver(dctx, w.projectID, w.target, recs)
+}
+
+// errLeaseUnsafe ends a drain whose lease was not renewed in time; the
+// target is rescheduled, without a failure, once the lease is renewed.
+var errLeaseUnsafe = errors.New("lease not renewed in time")
+
+func (r *Runner) leasesSafe(now time.Time) bool { return now.UnixNano() < r.validUntil.Load() }
+
+// hostSlot returns the semaphore of host, nil when no limit applies.
+func (r *Runner) hostSlot(host string) chan struct{} {
+	if host == "" {
+		return nil
+	}
+	n := r.opt.HostLimit(host)
+	if n < 1 {
+		return nil
+	}
+	r.hostMu.Lock()
+	defer r.hostMu.Unlock()
+	c := r.hosts[host]
+	if c == nil || cap(c) != n {
+		c = make(chan struct{}, n)
+		r.hosts[host] = c
+	}
+	return c
+}
+
+// keepLeases is the lease keeper: every third of the lease it renews all
+// of this process's leases of the courier in one store call, takes the
+// leases of projects the courier has targets in (read every Refresh, or
+// named on want) that no live lease covers, and reports what it holds.
+// When it cannot renew before the leases' safe time ends, it reports none.
+// On exit it releases what it holds.
+func (r *Runner) keepLeases(ctx context.Context, want <-chan string, updates chan leaseUpdate) {
+	name, holder, ttl := r.courier.Name(), r.opt.Holder, r.opt.LeaseTTL
+	margin := ttl / 10 // local clocks run at slightly different rates
+	var held []store.Lease
+	var validUntil time.Time
+	var wanted []string
+	var wantedAt time.Time
+	tried := map[string]time.Time{} // project → last acquisition attempt
+	defer func() {
+		if len(held) == 0 {
+			return
+		}
+		ids := make([]string, len(held))
+		for i, l := range held {
+			ids[i] = l.ProjectID
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.st.ReleaseLeases(rctx, name, holder, ids); err != nil {
+			r.log.Warn("release leases", "err", err)
+		}
+	}()
+	report := func() {
+		u := leaseUpdate{leases: append([]store.Lease(nil), held...), validUntil: validUntil}
+		select { // replace an unread report: only the newest matters
+		case <-updates:
+		default:
+		}
+		updates <- u
+	}
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		var extra []string
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case id := <-want:
+				extra = append(extra, id)
+			drain:
+				for {
+					select {
+					case id := <-want:
+						extra = append(extra, id)
+					default:
+						break drain
+					}
+				}
+			case <-tick.C:
+			}
+		}
+		start := time.Now()
+		isTick := len(extra) == 0
+		if isTick {
+			// Renew: one write whatever the number of projects held.
+			if len(held) > 0 {
+				ls, err := r.st.RenewLeases(ctx, name, holder, ttl)
+				if err != nil {
+					r.log.Warn("renew leases", "err", err)
+					if !start.Before(validUntil) {
+						held = nil
+					}
+				} else {
+					held, validUntil = ls, start.Add(ttl-margin)
+				}
+			}
+			if wantedAt.IsZero() || time.Since(wantedAt) >= r.opt.Refresh {
+				ps, err := r.courier.Projects(ctx)
+				if err != nil {
+					r.log.Warn("list projects", "err", err)
+				} else {
+					wanted, wantedAt = ps, time.Now()
+				}
+			}
+			extra = wanted
+		}
+		// Take what is wanted and not held, each project at most once per
+		// renewal interval (another process may hold it).
+		have := make(map[string]bool, len(held))
+		for _, l := range held {
+			have[l.ProjectID] = true
+		}
+		var missing []string
+		for _, id := range extra {
+			if have[id] || (!tried[id].IsZero() && time.Since(tried[id]) < ttl/3) {
+				continue
+			}
+			have[id] = true
+			if !isTick { // an advance or Refresh named it: only a project with targets is worth a lease
+				ts, err := r.courier.Targets(ctx, id)
+				if err != nil || len(ts) == 0 {
+					tried[id] = start
+					continue
+				}
+			}
+			missing = append(missing, id)
+		}
+		if len(missing) > 0 {
+			for _, id := range missing {
+				tried[id] = start
+			}
+			if len(tried) > 4*len(missing)+1024 {
+				for id, at := range tried { // forget old attempts
+					if time.Since(at) >= ttl {
+						delete(tried, id)
+					}
+				}
+			}
+			for len(missing) > 0 {
+				chunk := missing[:min(len(missing), 500)]
+				missing = missing[len(chunk):]
+				ls, err := r.st.AcquireLeases(ctx, name, holder, chunk, ttl)
+				if err != nil {
+					r.log.Warn("acquire leases", "err", err)
+					break
+				}
+				if len(ls) > 0 && len(held) == 0 {
+					validUntil = start.Add(ttl - margin)
+				}
+				// Otherwise the last renewal's (earlier) safe time covers
+				// the new leases too.
+				held = append(held, ls...)
+			}
+			sort.Slice(held, func(i, j int) bool { return held[i].ProjectID < held[j].ProjectID })
+		}
+		report()
+	}
 }

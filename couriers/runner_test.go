@@ -4,41 +4,99 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/postgres"
 	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
-// recorder is a courier that records what it was handed; fail makes the
-// next n deliveries fail.
-type recorder struct {
-	mu   sync.Mutex
-	got  []string
-	fail int
+// engines runs fn on SQLite and, when ACRELAY_TEST_DATABASE_URL is set, on
+// PostgreSQL (else that subtest skips, saying how to run it).
+func engines(t *testing.T, fn func(t *testing.T, open func(t *testing.T) store.Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		fn(t, func(t *testing.T) store.Store {
+			t.Helper()
+			db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.FreshDatabase(t)
+		fn(t, func(t *testing.T) store.Store {
+			t.Helper()
+			db, err := postgres.Open(context.Background(), url, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		})
+	})
 }
 
-func (r *recorder) Name() string { return "recorder" }
-func (r *recorder) Targets(context.Context, string) ([]string, error) {
-	return []string{"a", "b"}, nil
+// recorder is a courier with fixed targets per project that records what
+// it was handed. hook, when set, runs first in each Deliver and may fail it
+// or block.
+type recorder struct {
+	name    string
+	targets []couriers.Target
+	st      store.Feed
+
+	mu       sync.Mutex
+	got      []string
+	attempts map[string]int
+	hook     func(ctx context.Context, projectID string, t couriers.Target) error
+	projects atomic.Int64 // Projects calls
 }
-func (r *recorder) Deliver(_ context.Context, projectID, target string, recs []store.Record) error {
+
+func newRecorder(st store.Feed, ids ...string) *recorder {
+	r := &recorder{name: "recorder", st: st, attempts: map[string]int{}}
+	for _, id := range ids {
+		r.targets = append(r.targets, couriers.Target{ID: id, Host: "host-" + id})
+	}
+	return r
+}
+
+func (r *recorder) Name() string { return r.name }
+func (r *recorder) Projects(ctx context.Context) ([]string, error) {
+	r.projects.Add(1)
+	return couriers.Export{Feed: r.st}.Projects(ctx)
+}
+func (r *recorder) Targets(context.Context, string) ([]couriers.Target, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fail > 0 {
-		r.fail--
-		return errors.New("receiver down")
+	return append([]couriers.Target(nil), r.targets...), nil
+}
+func (r *recorder) Deliver(ctx context.Context, projectID string, t couriers.Target, recs []store.Record) error {
+	r.mu.Lock()
+	r.attempts[t.ID]++
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, projectID, t); err != nil {
+			return err
+		}
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, rec := range recs {
-		r.got = append(r.got, target+":"+rec.EventID)
+		r.got = append(r.got, t.ID+":"+rec.EventID)
 	}
 	return nil
 }
@@ -49,22 +107,36 @@ func (r *recorder) snapshot() []string {
 	return append([]string(nil), r.got...)
 }
 
-func openStore(t *testing.T) *sqlite.DB {
-	t.Helper()
-	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+func (r *recorder) count(prefix string) int {
+	n := 0
+	for _, g := range r.snapshot() {
+		if strings.HasPrefix(g, prefix) {
+			n++
+		}
 	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return n
 }
 
-func appendN(t *testing.T, db *sqlite.DB, s *storetest.Signer, n int) []string {
+func (r *recorder) attemptsOf(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts[id]
+}
+
+// waitRefreshes waits until the courier's projects were listed n more
+// times: by then the runner has gone through whole keeper iterations.
+func (r *recorder) waitRefreshes(t *testing.T, n int64) {
+	t.Helper()
+	want := r.projects.Load() + n
+	waitFor(t, fmt.Sprintf("%d project listings", n), func() bool { return r.projects.Load() >= want })
+}
+
+func appendN(t *testing.T, st store.Store, s *storetest.Signer, n int) []string {
 	t.Helper()
 	var ids []string
 	for i := 0; i < n; i++ {
 		ev, canonical := s.Event(t, storetest.Spec{RepositoryID: "repo-" + string(rune('a'+i%3))})
-		if _, err := db.Append(context.Background(), ev, canonical); err != nil {
+		if _, err := st.Append(context.Background(), ev, canonical); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, ev.ID)
@@ -74,128 +146,471 @@ func appendN(t *testing.T, db *sqlite.DB, s *storetest.Signer, n int) []string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
-	db := openStore(t)
-	ctx := context.Background()
-	p, _ := db.CreateProject(ctx, storetest.NewUUID())
-	s := storetest.NewSigner(t, p.ID).Register(t, db)
-	ids := appendN(t, db, s, 250) // more than one batch, three repositories
-
-	rec := &recorder{fail: 1}
-	r := couriers.NewRunner(db, rec, couriers.Options{Holder: "h1", LeaseTTL: time.Second, PollInterval: 20 * time.Millisecond,
-		Batch: 100, RetryBackoff: 50 * time.Millisecond})
-	rctx, cancel := context.WithCancel(ctx)
+func start(t *testing.T, r *couriers.Runner) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = r.Run(rctx); close(done) }()
-	waitFor(t, "500 deliveries", func() bool { return len(rec.snapshot()) == 500 })
-
-	more := appendN(t, db, s, 5)
-	r.Poke()
-	waitFor(t, "the new records", func() bool { return len(rec.snapshot()) == 510 })
-	cancel()
-	<-done
-
-	got := rec.snapshot()
-	want := map[string]int{}
-	for _, id := range append(ids, more...) {
-		want["a:"+id], want["b:"+id] = 1, 1
-	}
-	for _, g := range got {
-		want[g]--
-	}
-	for k, v := range want {
-		if v != 0 {
-			t.Fatalf("%s delivered %d times too few", k, v)
-		}
-	}
-	// Receipt order per target.
-	var seqA []string
-	for _, g := range got {
-		if strings.HasPrefix(g, "a:") {
-			seqA = append(seqA, strings.TrimPrefix(g, "a:"))
-		}
-	}
-	if strings.Join(seqA, ",") != strings.Join(append(ids, more...), ",") {
-		t.Fatal("target a did not receive records in receipt order")
-	}
-	for _, target := range []string{"a", "b"} {
-		cur, err := db.CourierCursor(ctx, "recorder", p.ID, target)
-		if err != nil || cur != 255 {
-			t.Fatalf("cursor %s = %d, %v; want 255", target, cur, err)
-		}
-	}
-	// Run released its lease: another holder takes it at once.
-	if ok, err := db.AcquireLease(ctx, "recorder", p.ID, "h2", time.Second); err != nil || !ok {
-		t.Fatalf("lease not released on stop: %v %v", ok, err)
-	}
+	go func() { _ = r.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
-func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
-	db := openStore(t)
-	ctx := context.Background()
-	p, _ := db.CreateProject(ctx, storetest.NewUUID())
-	s := storetest.NewSigner(t, p.ID).Register(t, db)
-	appendN(t, db, s, 20)
-
-	// Another process holds the lease.
-	if ok, err := db.AcquireLease(ctx, "recorder", p.ID, "other", time.Hour); err != nil || !ok {
-		t.Fatal("could not take the lease")
-	}
-	rec := &recorder{}
-	r := couriers.NewRunner(db, rec, couriers.Options{Holder: "me", LeaseTTL: time.Second, PollInterval: 10 * time.Millisecond})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = r.Run(rctx); close(done) }()
-	time.Sleep(200 * time.Millisecond)
-	if n := len(rec.snapshot()); n != 0 {
-		t.Fatalf("delivered %d records without the lease", n)
-	}
-	// The holder releases: this runner takes over from the durable cursor.
-	if err := db.ReleaseLease(ctx, "recorder", p.ID, "other"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "takeover", func() bool { return len(rec.snapshot()) == 40 })
-	cancel()
-	<-done
-}
-
-func TestExportWritesRecordJSONLines(t *testing.T) {
-	db := openStore(t)
-	ctx := context.Background()
-	p, _ := db.CreateProject(ctx, storetest.NewUUID())
-	s := storetest.NewSigner(t, p.ID).Register(t, db)
-	ids := appendN(t, db, s, 3)
-	dir := t.TempDir()
-	recs, err := db.RecordsAfter(ctx, p.ID, 0, 10)
-	if err != nil || len(recs) != 3 {
-		t.Fatalf("RecordsAfter: %d, %v", len(recs), err)
-	}
-	if err := (couriers.Export{Dir: dir}).Deliver(ctx, p.ID, "", recs); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, p.ID+".jsonl"))
+func newProject(t *testing.T, st store.Store) *storetest.Signer {
+	t.Helper()
+	p, err := st.CreateProject(context.Background(), storetest.NewUUID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
-	if len(lines) != 3 {
-		t.Fatalf("%d lines", len(lines))
+	return storetest.NewSigner(t, p.ID).Register(t, st)
+}
+
+func cursorOf(t *testing.T, st store.Store, courier, projectID, target string) int64 {
+	t.Helper()
+	states, err := st.TargetStates(context.Background(), courier, projectID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, line := range lines {
-		if !bytes.Equal(line, recs[i].ImmutableJSON()) || !bytes.Contains(line, []byte(ids[i])) {
-			t.Errorf("line %d = %s", i, line)
+	for _, s := range states {
+		if s.Target == target {
+			return s.ReceivedSeq
 		}
 	}
-	if err := (couriers.Export{Dir: dir}).Deliver(ctx, "../escape", "", recs); err == nil {
-		t.Fatal("a non-UUID project id became a path")
+	return 0
+}
+
+var fast = couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}
+
+func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		s := newProject(t, st)
+		ids := appendN(t, st, s, 250) // more than one batch, three repositories
+
+		rec := newRecorder(st, "a", "b")
+		failed := atomic.Bool{}
+		rec.hook = func(context.Context, string, couriers.Target) error {
+			if failed.CompareAndSwap(false, true) {
+				return errors.New("receiver down")
+			}
+			return nil
+		}
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: time.Second, Batch: 100, Backoff: fast})
+		stop := start(t, r)
+		waitFor(t, "500 deliveries", func() bool { return len(rec.snapshot()) == 500 })
+
+		// New records arrive by the store's advance, without any poke.
+		more := appendN(t, st, s, 5)
+		waitFor(t, "the new records", func() bool { return len(rec.snapshot()) == 510 })
+		waitFor(t, "status caught up", func() bool { return r.Status().Behind == 0 })
+		if got := r.Status(); got.Projects != 1 || got.Targets != 2 || got.Failing != 0 || got.LastError != "receiver down" {
+			t.Fatalf("status %+v", got)
+		}
+		stop()
+
+		want := map[string]int{}
+		for _, id := range append(ids, more...) {
+			want["a:"+id], want["b:"+id] = 1, 1
+		}
+		got := rec.snapshot()
+		for _, g := range got {
+			want[g]--
+		}
+		for k, v := range want {
+			if v != 0 {
+				t.Fatalf("%s delivered %d times too few", k, v)
+			}
+		}
+		var seqA []string
+		for _, g := range got {
+			if id, ok := strings.CutPrefix(g, "a:"); ok {
+				seqA = append(seqA, id)
+			}
+		}
+		if strings.Join(seqA, ",") != strings.Join(append(ids, more...), ",") {
+			t.Fatal("target a did not receive records in receipt order")
+		}
+		for _, target := range []string{"a", "b"} {
+			if cur := cursorOf(t, st, "recorder", s.ProjectID, target); cur != 255 {
+				t.Fatalf("cursor %s = %d; want 255", target, cur)
+			}
+		}
+		// Run released its lease: another holder takes it at once.
+		if ls, err := st.AcquireLeases(context.Background(), "recorder", "h2", []string{s.ProjectID}, time.Second); err != nil || len(ls) != 1 {
+			t.Fatalf("lease not released on stop: %v %v", ls, err)
+		}
+	})
+}
+
+func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		ctx := context.Background()
+		s := newProject(t, st)
+		appendN(t, st, s, 20)
+		// Another process holds the lease.
+		if ls, err := st.AcquireLeases(ctx, "recorder", "other", []string{s.ProjectID}, time.Hour); err != nil || len(ls) != 1 {
+			t.Fatal("could not take the lease")
+		}
+		rec := newRecorder(st, "a", "b")
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "me", LeaseTTL: 300 * time.Millisecond, Refresh: 20 * time.Millisecond})
+		start(t, r)
+		rec.waitRefreshes(t, 2) // whole keeper iterations: it tried the lease
+		if n := len(rec.snapshot()); n != 0 || r.Status().Projects != 0 {
+			t.Fatalf("delivered %d records without the lease (status %+v)", n, r.Status())
+		}
+		// The holder releases: this runner takes over from the durable cursor.
+		if err := st.ReleaseLeases(ctx, "recorder", "other", []string{s.ProjectID}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "takeover", func() bool { return len(rec.snapshot()) == 40 })
+	})
+}
+
+// TestSlowTargetsDoNotDelayOthers: targets that never answer, on one
+// project and on another, hold neither the fast target's deliveries nor
+// more than their share of the limits: total and per-host concurrency stay
+// within their bounds while they hang.
+func TestSlowTargetsDoNotDelayOthers(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		p1, p2 := newProject(t, st), newProject(t, st)
+		rec := newRecorder(st, "fast", "slow1", "slow2", "slow3")
+		for i := range rec.targets[1:] {
+			rec.targets[1+i].Host = "dead.example" // one host
+		}
+		var inflight, peak, deadPeak, dead atomic.Int64
+		release := make(chan struct{})
+		rec.hook = func(ctx context.Context, _ string, tg couriers.Target) error {
+			n := inflight.Add(1)
+			defer inflight.Add(-1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			if tg.ID == "fast" {
+				return nil
+			}
+			d := dead.Add(1)
+			defer dead.Add(-1)
+			for p := deadPeak.Load(); d > p && !deadPeak.CompareAndSwap(p, d); p = deadPeak.Load() {
+			}
+			select { // never answers (until the test ends)
+			case <-release:
+			case <-ctx.Done():
+			}
+			return errors.New("no answer")
+		}
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: 3 * time.Second, Concurrency: 3,
+			HostLimit: func(h string) int {
+				if h == "dead.example" {
+					return 2
+				}
+				return 4
+			}, DeliveryTimeout: time.Hour})
+		stop := start(t, r)
+		defer func() { close(release); stop() }()
+		for round := 1; round <= 5; round++ {
+			appendN(t, st, p1, 3)
+			appendN(t, st, p2, 3)
+			waitFor(t, fmt.Sprintf("round %d to the fast target", round), func() bool { return rec.count("fast:") == 6*round })
+		}
+		waitFor(t, "the dead host's two slots taken", func() bool { return dead.Load() == 2 })
+		if got := deadPeak.Load(); got != 2 {
+			t.Fatalf("%d deliveries in flight to one host, limit 2", got)
+		}
+		if got := peak.Load(); got > 3 {
+			t.Fatalf("%d deliveries in flight, limit 3", got)
+		}
+		// Each of the 3 hanging targets of both projects is 15 records behind.
+		waitFor(t, "status: 90 records behind over 8 targets", func() bool {
+			st := r.Status()
+			return st.Behind == 3*2*15 && st.Targets == 8
+		})
+	})
+}
+
+// TestBackoffIsDurable: a target's backoff survives a restart: the next
+// process neither hammers the dead target nor forgets it.
+func TestBackoffIsDurable(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		s := newProject(t, st)
+		appendN(t, st, s, 3)
+		rec := newRecorder(st, "dead")
+		rec.hook = func(context.Context, string, couriers.Target) error { return errors.New("connection refused") }
+		hour := couriers.Backoff{Initial: time.Hour, Max: 2 * time.Hour}
+		opts := couriers.Options{Holder: "first", LeaseTTL: time.Second, Refresh: 20 * time.Millisecond, Backoff: hour}
+		stop := start(t, couriers.NewRunner(st, rec, opts))
+		waitFor(t, "one attempt", func() bool { return rec.attemptsOf("dead") == 1 })
+		var state store.TargetState
+		waitFor(t, "the failure recorded", func() bool {
+			states, _ := st.TargetStates(context.Background(), "recorder", s.ProjectID)
+			if len(states) == 1 {
+				state = states[0]
+			}
+			return state.Failures == 1
+		})
+		if state.RetryIn < 29*time.Minute || state.LastError != "connection refused" || state.ReceivedSeq != 0 {
+			t.Fatalf("state %+v: want retry in 30–60 min", state)
+		}
+		stop()
+
+		opts.Holder = "second"
+		r2 := couriers.NewRunner(st, rec, opts)
+		start(t, r2)
+		waitFor(t, "the second runner's lease", func() bool { return r2.Status().Projects == 1 })
+		rec.waitRefreshes(t, 3)
+		if n := rec.attemptsOf("dead"); n != 1 {
+			t.Fatalf("restarted runner attempted %d deliveries during the backoff", n)
+		}
+		if got := r2.Status(); got.Failing != 1 || got.Behind != 3 {
+			t.Fatalf("status %+v", got)
+		}
+	})
+}
+
+// faultyStore is a real store whose lease renewals can be made to fail:
+// the edge where a process loses its lease.
+type faultyStore struct {
+	store.Store
+	failRenew atomic.Bool // lease renewals and acquisitions fail (a partitioned process)
+	writes    atomic.Int64 // courier write transactions (each method is one)
+}
+
+func (f *faultyStore) RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	f.writes.Add(1)
+	if f.failRenew.Load() {
+		return nil, fmt.Errorf("renew: %w", store.ErrUnavailable)
 	}
+	return f.Store.RenewLeases(ctx, courier, holder, ttl)
+}
+func (f *faultyStore) AcquireLeases(ctx context.Context, courier, holder string, ids []string, ttl time.Duration) ([]store.Lease, error) {
+	f.writes.Add(1)
+	if f.failRenew.Load() {
+		return nil, fmt.Errorf("acquire: %w", store.ErrUnavailable)
+	}
+	return f.Store.AcquireLeases(ctx, courier, holder, ids, ttl)
+}
+func (f *faultyStore) ReleaseLeases(ctx context.Context, courier, holder string, ids []string) error {
+	f.writes.Add(1)
+	return f.Store.ReleaseLeases(ctx, courier, holder, ids)
+}
+func (f *faultyStore) AdvanceCursor(ctx context.Context, l store.Lease, target string, seq int64) error {
+	f.writes.Add(1)
+	return f.Store.AdvanceCursor(ctx, l, target, seq)
+}
+func (f *faultyStore) RecordFailure(ctx context.Context, l store.Lease, target string, d time.Duration, msg string) (store.TargetState, error) {
+	f.writes.Add(1)
+	return f.Store.RecordFailure(ctx, l, target, d, msg)
+}
+func (f *faultyStore) ForgetTarget(ctx context.Context, courier, projectID, target string) error {
+	f.writes.Add(1)
+	return f.Store.ForgetTarget(ctx, courier, projectID, target)
+}
+
+// TestLostLeaseStopsDelivery: a process whose lease lapsed (its renewals
+// fail) has its in-flight delivery cancelled, sends nothing more and can
+// no longer move the cursor; the process that takes the lease over
+// delivers from the durable cursor.
+func TestLostLeaseStopsDelivery(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := &faultyStore{Store: open(t)}
+		s := newProject(t, st)
+		appendN(t, st, s, 5)
+		rec := newRecorder(st, "a")
+		entered, cancelled := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rec.hook = func(ctx context.Context, _ string, _ couriers.Target) error {
+			first := false
+			once.Do(func() { first = true })
+			if !first {
+				return nil
+			}
+			close(entered)
+			<-ctx.Done() // hangs until the runner gives the lease up
+			close(cancelled)
+			return ctx.Err()
+		}
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "old", LeaseTTL: 600 * time.Millisecond, Refresh: 20 * time.Millisecond, Backoff: fast})
+		start(t, r)
+		<-entered
+		st.failRenew.Store(true)
+		select {
+		case <-cancelled:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the delivery was not cancelled after the lease lapsed")
+		}
+		// The lease lapses by the database clock; another process takes it.
+		var lease store.Lease
+		waitFor(t, "the takeover", func() bool {
+			ls, err := st.Store.AcquireLeases(context.Background(), "recorder", "new", []string{s.ProjectID}, time.Hour)
+			if err == nil && len(ls) == 1 {
+				lease = ls[0]
+			}
+			return err == nil && len(ls) == 1
+		})
+		rec.waitRefreshes(t, 3)
+		if n := rec.attemptsOf("a"); n != 1 || len(rec.snapshot()) != 0 {
+			t.Fatalf("the old holder went on delivering: %d attempts, %d records", n, len(rec.snapshot()))
+		}
+		if cur := cursorOf(t, st, "recorder", s.ProjectID, "a"); cur != 0 {
+			t.Fatalf("cursor moved to %d", cur)
+		}
+		// The new holder's writes are accepted; the old one's are not.
+		if err := st.AdvanceCursor(context.Background(), lease, "a", 2); err != nil {
+			t.Fatal(err)
+		}
+		old := lease
+		old.Holder, old.Fence = "old", lease.Fence-1
+		if err := st.AdvanceCursor(context.Background(), old, "a", 5); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("old holder's advance: %v, want ErrLeaseLost", err)
+		}
+	})
+}
+
+// TestTargetGoneIsForgotten: ErrTargetGone forgets the target's state.
+func TestTargetGoneIsForgotten(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		s := newProject(t, st)
+		appendN(t, st, s, 2)
+		rec := newRecorder(st, "gone", "kept")
+		rec.hook = func(_ context.Context, _ string, tg couriers.Target) error {
+			if tg.ID == "gone" {
+				rec.mu.Lock()
+				rec.targets = rec.targets[1:] // the courier removed it
+				rec.mu.Unlock()
+				return fmt.Errorf("callback answered 410: %w", couriers.ErrTargetGone)
+			}
+			return nil
+		}
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: time.Second, Backoff: fast})
+		start(t, r)
+		waitFor(t, "the kept target", func() bool { return rec.count("kept:") == 2 })
+		waitFor(t, "the gone target dropped", func() bool { return r.Status().Targets == 1 })
+		states, err := st.TargetStates(context.Background(), "recorder", s.ProjectID)
+		if err != nil || len(states) != 1 || states[0].Target != "kept" {
+			t.Fatalf("states %+v %v", states, err)
+		}
+	})
+}
+
+// TestIdleRunnersWriteByLeasesNotProjects: with 1,000 projects, three
+// couriers and nothing appended, the store's write transactions per second
+// are bounded by the lease renewals (one per courier per third of the
+// lease), not by the number of projects.
+func TestIdleRunnersWriteByLeasesNotProjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 1,000 projects")
+	}
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := &faultyStore{Store: open(t)}
+		const projects = 1000
+		for range projects {
+			if _, err := st.CreateProject(context.Background(), storetest.NewUUID()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const ttl = 900 * time.Millisecond // a renewal every 300 ms
+		var runners []*couriers.Runner
+		for _, name := range []string{"export", "websub", "matrix"} {
+			rec := newRecorder(st, "t")
+			rec.name = name
+			r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: ttl})
+			runners = append(runners, r)
+			start(t, r)
+		}
+		waitFor(t, "every lease held", func() bool {
+			for _, r := range runners {
+				if s := r.Status(); s.Projects != projects || s.Targets != projects {
+					return false
+				}
+			}
+			return true
+		})
+		before, t0 := st.writes.Load(), time.Now()
+		time.Sleep(3 * time.Second) // the measured window: idle
+		writes, window := st.writes.Load()-before, time.Since(t0)
+		perSecond := float64(writes) / window.Seconds()
+		bound := 3 * (window.Seconds()/(ttl/3).Seconds() + 1) // one renewal per courier per interval
+		t.Logf("idle: %d courier write transactions in %v (%.1f/s) for %d projects × 3 couriers; bound %.0f", writes, window.Round(time.Millisecond), perSecond, projects, bound)
+		if float64(writes) > bound {
+			t.Fatalf("%d write transactions in %v, want at most %.0f (one renewal per courier per %v)", writes, window, bound, ttl/3)
+		}
+		if writes == 0 {
+			t.Fatal("no renewals at all: the leases would lapse")
+		}
+	})
+}
+
+func TestBackoffWait(t *testing.T) {
+	b := couriers.Backoff{Initial: time.Second, Max: time.Minute}
+	for _, tc := range []struct {
+		n        int
+		min, max time.Duration
+	}{
+		{1, 500 * time.Millisecond, time.Second},
+		{2, time.Second, 2 * time.Second},
+		{4, 4 * time.Second, 8 * time.Second},
+		{7, 30 * time.Second, time.Minute},
+		{100, 30 * time.Second, time.Minute},
+	} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := b.Wait(tc.n)
+			if d < tc.min || d > tc.max {
+				t.Fatalf("Wait(%d) = %v, want within [%v, %v]", tc.n, d, tc.min, tc.max)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 10 {
+			t.Fatalf("Wait(%d) took %d distinct values in 200 draws: no jitter", tc.n, len(seen))
+		}
+	}
+}
+
+func TestExportWritesRecordJSONLines(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		ctx := context.Background()
+		s := newProject(t, st)
+		ids := appendN(t, st, s, 3)
+		dir := t.TempDir()
+		exp := couriers.Export{Dir: dir, Feed: st}
+		if ps, err := exp.Projects(ctx); err != nil || len(ps) != 1 || ps[0] != s.ProjectID {
+			t.Fatalf("projects %v %v", ps, err)
+		}
+		recs, err := st.RecordsAfter(ctx, s.ProjectID, 0, 10)
+		if err != nil || len(recs) != 3 {
+			t.Fatalf("RecordsAfter: %d, %v", len(recs), err)
+		}
+		if err := exp.Deliver(ctx, s.ProjectID, couriers.Target{}, recs); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, s.ProjectID+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+		if len(lines) != 3 {
+			t.Fatalf("%d lines", len(lines))
+		}
+		for i, line := range lines {
+			if !bytes.Equal(line, recs[i].ImmutableJSON()) || !bytes.Contains(line, []byte(ids[i])) {
+				t.Errorf("line %d = %s", i, line)
+			}
+		}
+		if err := exp.Deliver(ctx, "../escape", couriers.Target{}, recs); err == nil {
+			t.Fatal("a non-UUID project id became a path")
+		}
+	})
 }

@@ -173,11 +173,9 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The store publishes the advance after its commit; the wake fan-out
+	// and the couriers follow it (spec §9), never this request.
 	s.writeBytes(w, r, status, mediaVendorJSON, body)
-	// Fan-out is scheduled after the response is written (spec §9).
-	if res.Created && s.cfg.Notify != nil {
-		s.cfg.Notify(p.ProjectID, res.Record.ReceivedSeq)
-	}
 }
 
 // verifySender checks that the signing key belongs to the sender identity

@@ -29,9 +29,6 @@ type Config struct {
 	// OperatorToken, when set and OperatorTokenHash is nil, is hashed by New.
 	OperatorToken string
 	Logger        *slog.Logger
-	// Notify is called after every committed new append, outside the
-	// request's transaction (spec §9 wake fan-out; couriers). May be nil.
-	Notify func(projectID string, receivedSeq int64)
 	// WakeHeartbeat is the interval of the wake stream's heartbeat
 	// comment; 0 means DefaultWakeHeartbeat (15s).
 	WakeHeartbeat time.Duration
@@ -50,7 +47,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	public string
-	wake   *wakeHub
+	wake   *wakeFanout
 	keys   keyCache
 
 	ltOnce  sync.Once
@@ -70,10 +67,7 @@ func New(st store.Store, cfg Config) *Server {
 	if maxStreams == 0 {
 		maxStreams = DefaultWakeMaxStreamsPerToken
 	}
-	s.wake = newWakeHub(st, cfg.Logger, maxStreams)
-	if s.cfg.Notify == nil {
-		s.cfg.Notify = s.Advance // in-process wake fan-out (spec §9)
-	}
+	s.wake = newWakeFanout(st, cfg.Logger, maxStreams) // fed by the store's advances (spec §9)
 	return s
 }
 

@@ -71,26 +71,28 @@ type wakeProject struct {
 	running    bool  // a fan-out goroutine owns this project
 }
 
-// wakeHub is the in-process wake fan-out (spec §9): streams are grouped by
+// wakeFanout is the in-process wake fan-out (spec §9): streams are grouped by
 // project and identity; Advance schedules a fan-out that pages the
 // project's active identities and publishes to each one's streams without
 // ever blocking. Fan-outs of one project are coalesced: a burst of appends
 // yields frames for the newest received_seq rather than one per append,
 // which is all an invalidation needs.
-type wakeHub struct {
+type wakeFanout struct {
 	reg interface {
 		ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
 	}
-	log *slog.Logger
+	advances store.Advances
+	log      *slog.Logger
 
 	mu       sync.Mutex
+	sub      *store.AdvanceSubscription // while any stream is open
 	projects map[string]*wakeProject
 	perToken map[string]int // open streams per bearer token
 	maxToken int            // cap per token; < 0 means none
 }
 
-func newWakeHub(reg store.Registry, log *slog.Logger, maxPerToken int) *wakeHub {
-	return &wakeHub{reg: reg, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
+func newWakeFanout(st store.Store, log *slog.Logger, maxPerToken int) *wakeFanout {
+	return &wakeFanout{reg: st, advances: st, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
 }
 
 // errTooManyStreams refuses a stream beyond the per-token cap: one read
@@ -98,13 +100,19 @@ func newWakeHub(reg store.Registry, log *slog.Logger, maxPerToken int) *wakeHub 
 var errTooManyStreams = errf(http.StatusTooManyRequests, "too_many_streams", "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
 
 // subscribe registers a stream for identityID of projectID.
-func (h *wakeHub) subscribe(projectID, identityID, tokenID string) (*wakeSub, error) {
+func (h *wakeFanout) subscribe(projectID, identityID, tokenID string) (*wakeSub, error) {
 	h.mu.Lock() // held while adding, so unsubscribe cannot forget p meanwhile
 	defer h.mu.Unlock()
 	if h.maxToken >= 0 && h.perToken[tokenID] >= h.maxToken {
 		return nil, errTooManyStreams
 	}
 	h.perToken[tokenID]++
+	if h.sub == nil {
+		// Subscribed before the stream reads anything, so no append after
+		// its first read goes unheard.
+		h.sub = h.advances.SubscribeAdvances()
+		go h.follow(h.sub)
+	}
 	p := h.projects[projectID]
 	if p == nil {
 		p = &wakeProject{id: projectID, identities: make(map[string]*wakeIdentity)}
@@ -125,7 +133,7 @@ func (h *wakeHub) subscribe(projectID, identityID, tokenID string) (*wakeSub, er
 
 // unsubscribe removes sub (a no-op when it was dropped already) and
 // forgets a project with no streams left.
-func (h *wakeHub) unsubscribe(sub *wakeSub) {
+func (h *wakeFanout) unsubscribe(sub *wakeSub) {
 	p := sub.project
 	p.mu.Lock()
 	p.removeLocked(sub)
@@ -141,6 +149,10 @@ func (h *wakeHub) unsubscribe(sub *wakeSub) {
 			delete(h.projects, p.id)
 		}
 		p.mu.Unlock()
+	}
+	if len(h.perToken) == 0 && h.sub != nil {
+		h.sub.Close() // the last stream left: follow ends
+		h.sub = nil
 	}
 	h.mu.Unlock()
 }
@@ -161,16 +173,21 @@ func (p *wakeProject) removeLocked(sub *wakeSub) bool {
 	return true
 }
 
-// Advance tells the wake hub that projectID committed up to receivedSeq.
-// It never blocks: the fan-out runs on its own goroutine (one per project
-// at a time). Config.Notify is Advance unless cmd routes notifications
-// elsewhere (PostgreSQL LISTEN/NOTIFY), in which case the listener calls
-// Advance.
-func (s *Server) Advance(projectID string, receivedSeq int64) {
-	s.wake.advance(projectID, receivedSeq)
+// follow pumps the store's advances into the fan-out while streams are
+// open: the subscription is taken with the first stream and closed with
+// the last (whose close ends this loop).
+func (h *wakeFanout) follow(sub *store.AdvanceSubscription) {
+	for range sub.Ready() {
+		for _, a := range sub.Take() {
+			h.advance(a.ProjectID, a.ReceivedSeq)
+		}
+	}
 }
 
-func (h *wakeHub) advance(projectID string, seq int64) {
+// advance tells the fan-out that projectID committed up to seq. It never
+// blocks: the fan-out runs on its own goroutine (one per project at a
+// time).
+func (h *wakeFanout) advance(projectID string, seq int64) {
 	h.mu.Lock()
 	p := h.projects[projectID]
 	h.mu.Unlock()
@@ -192,7 +209,7 @@ func (h *wakeHub) advance(projectID string, seq int64) {
 }
 
 // fanOut publishes the newest pending received_seq until none is left.
-func (h *wakeHub) fanOut(p *wakeProject) {
+func (h *wakeFanout) fanOut(p *wakeProject) {
 	for {
 		p.mu.Lock()
 		if p.pending <= p.sent || p.subs == 0 {
@@ -211,7 +228,7 @@ func (h *wakeHub) fanOut(p *wakeProject) {
 // publishAll pages the project's active identities wakePage at a time
 // (every active identity is a recipient, spec §9) and publishes to those
 // with streams here, at most wakeMaxInFlight at once.
-func (h *wakeHub) publishAll(p *wakeProject, seq int64) {
+func (h *wakeFanout) publishAll(p *wakeProject, seq int64) {
 	after := ""
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), wakePageTimeout)
@@ -320,7 +337,7 @@ func (wi *wakeIdentity) next(at time.Time) int64 {
 
 // endWhere ends every stream for which match is true (revocation in this
 // process takes effect at once; see handleWake for other processes).
-func (h *wakeHub) endWhere(match func(projectID string, sub *wakeSub) bool) {
+func (h *wakeFanout) endWhere(match func(projectID string, sub *wakeSub) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, p := range h.projects {
@@ -337,7 +354,7 @@ func (h *wakeHub) endWhere(match func(projectID string, sub *wakeSub) bool) {
 }
 
 // subscribers counts the open streams (tests and metrics).
-func (h *wakeHub) subscribers() int {
+func (h *wakeFanout) subscribers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0

@@ -367,34 +367,95 @@ type ClaimTip struct {
 	ExpiresAt      time.Time // zero for claim.release
 }
 
-// Couriers keeps what couriers (WebSub, Matrix, federation) need to deliver
-// each project's records exactly once in order across several relay
-// processes: a delivery cursor per (courier, project, target) and a lease
-// per (courier, project) naming the one process that delivers.
+// Lease is a held lease of (Courier, ProjectID): the one relay process
+// that delivers that courier's records of the project. Fence grows every
+// time the lease is taken afresh (a new holder, or a lapsed lease taken
+// again), never on a renewal; every cursor write names it, so a process
+// whose lease lapsed can no longer move a cursor (ErrLeaseLost).
+type Lease struct {
+	Courier   string
+	ProjectID string
+	Holder    string
+	Fence     int64
+}
+
+// ErrLeaseLost: the lease a courier write names is no longer live with
+// that holder and fence (it expired by the database clock, was released,
+// or another process took it).
+var ErrLeaseLost = errors.New("courier lease lost")
+
+// TargetState is the durable delivery state of one courier target (a
+// WebSub subscription, a Matrix room, an export file) of one project.
+type TargetState struct {
+	Target string
+	// ReceivedSeq is the cursor: every record up to it was delivered.
+	ReceivedSeq int64
+	// Failures counts consecutive failed deliveries since the last
+	// success; 0 when healthy.
+	Failures int
+	// RetryIn is how long until the next attempt is due, by the database
+	// clock when the state was read; 0 when due now.
+	RetryIn time.Duration
+	// FailingSince is the database time of the first failure of the
+	// current run of failures; zero when healthy.
+	FailingSince time.Time
+	// LastError is the courier's short description of the last failure
+	// (never a secret or a body); "" when healthy.
+	LastError string
+}
+
+// Couriers keeps what couriers (export, WebSub, Matrix, federation) need
+// to deliver each project's records at least once, in order, with stable
+// ids, across several relay processes (DESIGN.md "Couriers"): a fenced
+// lease per (courier, project) naming the one process that delivers, and
+// per (courier, project, target) a cursor and durable backoff state.
+//
+// Lease expiry is decided by the database clock alone; relay clocks are
+// never compared. Idle cost: renewing every lease a holder has is one
+// write transaction, whatever the number of projects.
 type Couriers interface {
-	// CourierCursor returns the received_seq up to which courier has
-	// delivered the project's records to target; 0 when it never has.
+	// AcquireLeases takes, for holder, the leases of (courier, p) for each
+	// p of projectIDs that is free, expired by the database clock or
+	// already holder's, until ttl (≥ 1ms) after the database clock, in one
+	// write transaction, and returns every lease of projectIDs that holder
+	// now holds (in projectIDs order). Unknown projects are skipped.
 	// Errors: ErrUnavailable.
-	CourierCursor(ctx context.Context, courier, projectID, target string) (int64, error)
+	AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]Lease, error)
 
-	// AdvanceCursor moves the cursor to seq (≥ 0) unless it is already at
-	// or beyond it: a cursor never moves backwards, so a slow process that
-	// finishes late cannot rewind a faster one. Errors: ErrNotFound
-	// (unknown project), ErrUnavailable.
-	AdvanceCursor(ctx context.Context, courier, projectID, target string, seq int64) error
+	// RenewLeases extends every live lease of courier that holder holds to
+	// ttl after the database clock, in one write transaction, and returns
+	// them sorted by project id; a lease that lapsed is not renewed (take
+	// it again with AcquireLeases, under a new fence). Errors:
+	// ErrUnavailable.
+	RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]Lease, error)
 
-	// AcquireLease takes or renews the lease of (courier, project) for
-	// holder until ttl (≥ 1ms) after the database clock, and reports
-	// whether holder now holds it: true when the lease was free, already
-	// holder's (a renewal) or expired by the database clock; false while
-	// another holder's lease is live. Relay clocks are never compared.
-	// Errors: ErrNotFound (unknown project), ErrUnavailable.
-	AcquireLease(ctx context.Context, courier, projectID, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLeases ends holder's leases of courier for projectIDs so
+	// another process may take them at once; it skips leases holder does
+	// not hold. Errors: ErrUnavailable.
+	ReleaseLeases(ctx context.Context, courier, holder string, projectIDs []string) error
 
-	// ReleaseLease ends holder's lease of (courier, project) so another
-	// process may take it at once; it does nothing when holder does not
-	// hold it. Errors: ErrUnavailable.
-	ReleaseLease(ctx context.Context, courier, projectID, holder string) error
+	// TargetStates returns the stored state of every target of (courier,
+	// project), sorted by target. Targets never written are absent (their
+	// state is the zero TargetState). Errors: ErrUnavailable.
+	TargetStates(ctx context.Context, courier, projectID string) ([]TargetState, error)
+
+	// AdvanceCursor moves target's cursor to seq (≥ 0) unless it is
+	// already at or beyond it (a cursor never moves backwards) and clears
+	// its failures, only while lease is live with its holder and fence.
+	// Errors: ErrLeaseLost, ErrUnavailable.
+	AdvanceCursor(ctx context.Context, lease Lease, target string, seq int64) error
+
+	// RecordFailure counts one more failed delivery to target, due again
+	// retryIn (≥ 0) after the database clock, with a short description
+	// (at most 200 bytes are kept), only while lease is live. It returns
+	// the target's state after the write. Errors: ErrLeaseLost,
+	// ErrUnavailable.
+	RecordFailure(ctx context.Context, lease Lease, target string, retryIn time.Duration, lastError string) (TargetState, error)
+
+	// ForgetTarget deletes target's cursor and backoff state (a target that
+	// is gone for good, such as a WebSub callback that answered 410).
+	// Errors: ErrUnavailable.
+	ForgetTarget(ctx context.Context, courier, projectID, target string) error
 }
 
 // Feed is what couriers read: every project, and each project's records
@@ -409,15 +470,6 @@ type Feed interface {
 	// Only the immutable fields (event, receipt, ids, kind) are filled.
 	// Errors: ErrUnavailable.
 	RecordsAfter(ctx context.Context, projectID string, after int64, limit int) ([]Record, error)
-}
-
-// Advances is implemented by stores that carry "project P advanced to
-// received_seq N" invalidations between processes (PostgreSQL
-// LISTEN/NOTIFY). ListenAdvances calls f for every committed append of any
-// process until ctx ends; the payload is never the event. A store without
-// it only has in-process notifications.
-type Advances interface {
-	ListenAdvances(ctx context.Context, f func(projectID string, receivedSeq int64)) error
 }
 
 // HandoffVersion is one stored version of a handoff contract
@@ -510,5 +562,6 @@ type Store interface {
 	Couriers
 	Feed
 	Handoffs
+	Advances
 	Close() error
 }

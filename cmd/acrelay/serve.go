@@ -23,7 +23,6 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
-	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/sqlite"
 )
 
@@ -194,47 +193,22 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		printBootstrap(out, boot, public)
 	}
 
-	// Couriers tail the log by durable cursors; notifications only wake them.
+	// Couriers tail the log by durable cursors; the store's advances only
+	// wake them (and the wake streams).
 	var runners []*couriers.Runner
 	holder := courierHolder()
 	if cfg.ExportDir != "" {
 		if err := os.MkdirAll(cfg.ExportDir, 0o700); err != nil {
 			return fmt.Errorf("export dir: %w", err)
 		}
-		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir},
+		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
 	}
-	advances, crossProcess := st.(store.Advances)
-	var srv *relay.Server
-	notify := func(projectID string, seq int64) {
-		for _, r := range runners {
-			r.Poke()
-		}
-		if !crossProcess { // with LISTEN/NOTIFY every process, this one included, hears it there
-			srv.Advance(projectID, seq)
-		}
-	}
-	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger, Notify: notify})
+	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if crossProcess {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := advances.ListenAdvances(bg, func(projectID string, seq int64) {
-				srv.Advance(projectID, seq)
-				for _, r := range runners {
-					r.Poke()
-				}
-			})
-			if err != nil && bg.Err() == nil {
-				logger.Error("listen for advances", "err", err)
-			}
-		}()
-	}
 	for _, r := range runners {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Run(bg) }()
+		wg.Go(func() { _ = r.Run(bg) })
 	}
 	defer func() { stopBG(); wg.Wait() }()
 

@@ -23,6 +23,10 @@ var _ store.Advances = (*DB)(nil)
 // read. The payload is "project_id received_seq".
 const notifyAdvance = `SELECT pg_notify('` + advancesChannel + `', id || ' ' || last_seq) FROM projects WHERE id = $1`
 
+// selectHeads is the re-check after the listener reconnects: every
+// project's head, so appends committed while it was down are not missed.
+const selectHeads = `SELECT id, last_seq FROM projects WHERE last_seq > 0`
+
 func parseAdvance(payload string) (string, int64, bool) {
 	i := strings.LastIndexByte(payload, ' ')
 	if i <= 0 {
@@ -35,30 +39,75 @@ func parseAdvance(payload string) (string, int64, bool) {
 	return payload[:i], seq, true
 }
 
-// ListenAdvances calls f for every append committed by any process on this
-// database (store.Advances), on a dedicated connection outside the pool,
-// until ctx ends; it then returns ctx's error. A lost connection is
-// re-established with backoff; appends committed while it was down are
-// not replayed (listeners must treat notifications as wake-ups and read
-// by cursor). f runs on the listening goroutine and should not block.
-func (db *DB) ListenAdvances(ctx context.Context, f func(projectID string, receivedSeq int64)) error {
+// SubscribeAdvances implements store.Advances: appends committed by any
+// process on this database, heard through LISTEN on a dedicated connection
+// outside the pool (opened with the first subscription, closed after the
+// last), and this process's own appends at once after their commit. A
+// lost connection is re-established with backoff, and every project's head
+// is then published again (a re-check), so nothing committed while it was
+// down goes unheard.
+func (db *DB) SubscribeAdvances() *store.AdvanceSubscription {
+	return db.advances.SubscribeAdvances()
+}
+
+// startListening runs the LISTEN loop until cancelListening (or Close).
+// It is called by the broker, under its lock, for the first subscription.
+func (db *DB) startListening() {
+	db.listenMu.Lock()
+	defer db.listenMu.Unlock()
+	if db.listenStop != nil {
+		db.listenStop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	db.listenStop, db.listenDone = cancel, done
+	go func() {
+		defer close(done)
+		db.listen(ctx)
+	}()
+}
+
+// cancelListening ends the LISTEN loop without waiting for it (the broker
+// calls it under its lock, which the loop's Publish takes).
+func (db *DB) cancelListening() {
+	db.listenMu.Lock()
+	defer db.listenMu.Unlock()
+	if db.listenStop != nil {
+		db.listenStop()
+		db.listenStop = nil
+	}
+}
+
+// stopListening ends the LISTEN loop and waits for it.
+func (db *DB) stopListening() {
+	db.listenMu.Lock()
+	stop, done := db.listenStop, db.listenDone
+	db.listenStop = nil
+	db.listenMu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func (db *DB) listen(ctx context.Context) {
 	backoff := 100 * time.Millisecond
-	for {
-		err := db.listenOnce(ctx, f, func() { backoff = 100 * time.Millisecond })
+	for reconnect := false; ; reconnect = true {
+		err := db.listenOnce(ctx, reconnect, func() { backoff = 100 * time.Millisecond })
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return
 		}
 		db.logger.WarnContext(ctx, "listen for advances: connection lost; reconnecting", "err", mapErr("listen", err), "backoff", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return ctx.Err()
+			return
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 
-func (db *DB) listenOnce(ctx context.Context, f func(string, int64), connected func()) error {
+func (db *DB) listenOnce(ctx context.Context, recheck bool, connected func()) error {
 	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
@@ -68,6 +117,23 @@ func (db *DB) listenOnce(ctx context.Context, f func(string, int64), connected f
 		return err
 	}
 	connected()
+	if recheck {
+		// LISTEN is in place: whatever commits from now on is heard, and
+		// what committed while the connection was down is in the heads.
+		rows, err := conn.Query(ctx, selectHeads)
+		if err != nil {
+			return err
+		}
+		var id string
+		var seq int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+			db.advances.Publish(id, seq)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -81,6 +147,6 @@ func (db *DB) listenOnce(ctx context.Context, f func(string, int64), connected f
 			db.logger.WarnContext(ctx, "listen for advances: malformed payload ignored")
 			continue
 		}
-		f(projectID, seq)
+		db.advances.Publish(projectID, seq)
 	}
 }

@@ -4,60 +4,210 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/acrelay/acrelay/store"
 )
 
-// Courier cursors and leases (store.Couriers). Lease expiry is decided by
-// the database clock alone, so relay processes with skewed clocks never
-// both believe they hold a lease. Each method is one statement; concurrent
-// upserts of one row are ordered by its row lock, and the loser re-checks
-// the WHERE of ON CONFLICT DO UPDATE against the winner's row.
+// Courier leases, cursors and backoff state (store.Couriers). Lease expiry
+// is decided by the database clock alone, so relay processes with skewed
+// clocks never both believe they hold a lease. Each method is one
+// statement; concurrent upserts of one row are ordered by its row lock,
+// and the loser re-checks the WHERE of ON CONFLICT DO UPDATE against the
+// winner's row. A fenced write locks the lease row FOR SHARE, so it is
+// ordered with a takeover of that lease.
+const (
+	// acquireLeases: $4 is the ttl in milliseconds, $3 the project ids.
+	acquireLeases = `WITH ins AS (
+		INSERT INTO courier_leases AS l (courier, project_id, holder, expires_at, fence)
+		SELECT $1, p.id, $2, ` + nowMS + ` + $4::bigint * interval '1 millisecond', 1
+		FROM projects p WHERE p.id = ANY($3::text[])
+		ON CONFLICT (courier, project_id) DO UPDATE
+		SET holder = excluded.holder, expires_at = excluded.expires_at,
+		    fence = CASE WHEN l.holder = excluded.holder AND l.expires_at > ` + nowMS + `
+		                 THEN l.fence ELSE l.fence + 1 END
+		WHERE l.holder = excluded.holder OR l.expires_at <= ` + nowMS + `
+		RETURNING project_id, fence)
+		SELECT project_id, fence FROM ins`
 
-// CourierCursor returns the delivered-up-to received_seq, 0 when unset.
-// See store.Couriers. Errors: store.ErrUnavailable.
-func (db *DB) CourierCursor(ctx context.Context, courier, projectID, target string) (int64, error) {
-	var seq int64
-	err := db.pool.QueryRow(ctx, selectCourierCursor, courier, projectID, target).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+	renewLeases = `UPDATE courier_leases SET expires_at = ` + nowMS + ` + $3::bigint * interval '1 millisecond'
+		WHERE courier = $1 AND holder = $2 AND expires_at > ` + nowMS + `
+		RETURNING project_id, fence`
+
+	// releaseLeases lets the leases lapse now rather than deleting them,
+	// so the next holder's fence is still above every earlier one.
+	releaseLeases = `UPDATE courier_leases SET expires_at = ` + nowMS + `
+		WHERE courier = $1 AND holder = $2 AND expires_at > ` + nowMS + ` AND project_id = ANY($3::text[])`
+
+	targetStateColumns = `target, received_seq, failures,
+		GREATEST(0, (extract(epoch FROM next_attempt_at - ` + nowMS + `) * 1000)::bigint),
+		failing_since, last_error`
+
+	selectTargetStates = `SELECT ` + targetStateColumns + ` FROM courier_cursors
+		WHERE courier = $1 AND project_id = $2 ORDER BY target`
+
+	// fencedLease is the CTE every fenced write starts with: $1 courier,
+	// $2 project, $3 holder, $4 fence.
+	fencedLease = `WITH lease AS (SELECT 1 FROM courier_leases
+		WHERE courier = $1 AND project_id = $2 AND holder = $3 AND fence = $4 AND expires_at > ` + nowMS + `
+		FOR SHARE) `
+
+	advanceCursor = fencedLease + `INSERT INTO courier_cursors AS c (courier, project_id, target, received_seq, updated_at)
+		SELECT $1, $2, $5, $6, ` + nowMS + ` FROM lease
+		ON CONFLICT (courier, project_id, target) DO UPDATE
+		SET received_seq = GREATEST(c.received_seq, excluded.received_seq), updated_at = excluded.updated_at,
+		    failures = 0, next_attempt_at = NULL, failing_since = NULL, last_error = ''
+		RETURNING 1`
+
+	// recordFailure: $6 retry in milliseconds, $7 the description.
+	recordFailure = fencedLease + `INSERT INTO courier_cursors AS c (courier, project_id, target, received_seq, updated_at,
+		    failures, next_attempt_at, failing_since, last_error)
+		SELECT $1, $2, $5, 0, ` + nowMS + `, 1, ` + nowMS + ` + $6::bigint * interval '1 millisecond', ` + nowMS + `, $7 FROM lease
+		ON CONFLICT (courier, project_id, target) DO UPDATE
+		SET failures = c.failures + 1, next_attempt_at = excluded.next_attempt_at,
+		    failing_since = COALESCE(c.failing_since, excluded.failing_since),
+		    last_error = excluded.last_error, updated_at = excluded.updated_at
+		RETURNING ` + targetStateColumns
+
+	forgetTarget = `DELETE FROM courier_cursors WHERE courier = $1 AND project_id = $2 AND target = $3`
+)
+
+// maxLastError bounds the stored failure description (store.Couriers).
+const maxLastError = 200
+
+// AcquireLeases takes the free, expired or own leases of projectIDs in one
+// statement. See store.Couriers. Errors: store.ErrUnavailable.
+func (db *DB) AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]store.Lease, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return nil, fmt.Errorf("acquire leases: ttl %v is under 1ms", ttl)
 	}
-	return seq, mapErr("courier cursor", err)
+	if len(projectIDs) == 0 {
+		return nil, nil
+	}
+	// The statement returns the rows it wrote; a live lease of holder's
+	// own is renewed by it too, so every lease holder holds is returned.
+	rows, err := db.pool.Query(ctx, acquireLeases, courier, holder, projectIDs, ms)
+	if err != nil {
+		return nil, mapErr("acquire leases", err)
+	}
+	held := map[string]int64{}
+	var p string
+	var f int64
+	if _, err := pgx.ForEachRow(rows, []any{&p, &f}, func() error { held[p] = f; return nil }); err != nil {
+		return nil, mapErr("acquire leases", err)
+	}
+	var out []store.Lease
+	for _, id := range projectIDs {
+		if f, ok := held[id]; ok {
+			out = append(out, store.Lease{Courier: courier, ProjectID: id, Holder: holder, Fence: f})
+			delete(held, id)
+		}
+	}
+	return out, nil
 }
 
-// AdvanceCursor moves the cursor forward only. Errors: store.ErrNotFound
-// (unknown project), store.ErrUnavailable.
-func (db *DB) AdvanceCursor(ctx context.Context, courier, projectID, target string, seq int64) error {
+// RenewLeases extends every live lease holder has of courier in one
+// statement. Errors: store.ErrUnavailable.
+func (db *DB) RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return nil, fmt.Errorf("renew leases: ttl %v is under 1ms", ttl)
+	}
+	rows, err := db.pool.Query(ctx, renewLeases, courier, holder, ms)
+	if err != nil {
+		return nil, mapErr("renew leases", err)
+	}
+	var out []store.Lease
+	l := store.Lease{Courier: courier, Holder: holder}
+	if _, err := pgx.ForEachRow(rows, []any{&l.ProjectID, &l.Fence}, func() error { out = append(out, l); return nil }); err != nil {
+		return nil, mapErr("renew leases", err)
+	}
+	sortLeases(out)
+	return out, nil
+}
+
+func sortLeases(ls []store.Lease) {
+	slices.SortFunc(ls, func(a, b store.Lease) int { return strings.Compare(a.ProjectID, b.ProjectID) })
+}
+
+// ReleaseLeases drops holder's leases of projectIDs. Errors:
+// store.ErrUnavailable.
+func (db *DB) ReleaseLeases(ctx context.Context, courier, holder string, projectIDs []string) error {
+	if len(projectIDs) == 0 {
+		return nil
+	}
+	_, err := db.pool.Exec(ctx, releaseLeases, courier, holder, projectIDs)
+	return mapErr("release leases", err)
+}
+
+func scanTargetState(row pgx.Row) (store.TargetState, error) {
+	var ts store.TargetState
+	var retryMS int64
+	var since *time.Time
+	if err := row.Scan(&ts.Target, &ts.ReceivedSeq, &ts.Failures, &retryMS, &since, &ts.LastError); err != nil {
+		return ts, err
+	}
+	ts.RetryIn = time.Duration(retryMS) * time.Millisecond
+	if since != nil {
+		ts.FailingSince = since.UTC()
+	}
+	return ts, nil
+}
+
+// TargetStates reads every stored target state of (courier, project).
+// Errors: store.ErrUnavailable.
+func (db *DB) TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error) {
+	rows, err := db.pool.Query(ctx, selectTargetStates, courier, projectID)
+	if err != nil {
+		return nil, mapErr("target states", err)
+	}
+	defer rows.Close()
+	var out []store.TargetState
+	for rows.Next() {
+		ts, err := scanTargetState(rows)
+		if err != nil {
+			return nil, mapErr("target states", err)
+		}
+		out = append(out, ts)
+	}
+	return out, mapErr("target states", rows.Err())
+}
+
+// AdvanceCursor moves target's cursor forward under lease. Errors:
+// store.ErrLeaseLost, store.ErrUnavailable.
+func (db *DB) AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error {
 	if seq < 0 {
 		return fmt.Errorf("advance cursor: negative received_seq %d", seq)
 	}
-	_, err := db.pool.Exec(ctx, advanceCursor, courier, projectID, target, seq)
+	var one int
+	err := db.pool.QueryRow(ctx, advanceCursor, lease.Courier, lease.ProjectID, lease.Holder, lease.Fence, target, seq).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("advance cursor: %w", store.ErrLeaseLost)
+	}
 	return mapErr("advance cursor", err)
 }
 
-// AcquireLease takes, renews or takes over the lease of (courier,
-// project). See store.Couriers. Errors: store.ErrNotFound (unknown
-// project), store.ErrUnavailable.
-func (db *DB) AcquireLease(ctx context.Context, courier, projectID, holder string, ttl time.Duration) (bool, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		return false, fmt.Errorf("acquire lease: ttl %v is under 1ms", ttl)
+// RecordFailure counts a failed delivery under lease. Errors:
+// store.ErrLeaseLost, store.ErrUnavailable.
+func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target string, retryIn time.Duration, lastError string) (store.TargetState, error) {
+	if len(lastError) > maxLastError {
+		lastError = strings.ToValidUTF8(lastError[:maxLastError], "")
 	}
-	var got string
-	err := db.pool.QueryRow(ctx, acquireLease, courier, projectID, holder, ms).Scan(&got)
+	ts, err := scanTargetState(db.pool.QueryRow(ctx, recordFailure, lease.Courier, lease.ProjectID, lease.Holder, lease.Fence,
+		target, max(retryIn.Milliseconds(), 0), lastError))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return store.TargetState{}, fmt.Errorf("record failure: %w", store.ErrLeaseLost)
 	}
-	if err != nil {
-		return false, mapErr("acquire lease", err)
-	}
-	return true, nil
+	return ts, mapErr("record failure", err)
 }
 
-// ReleaseLease drops holder's lease, if it holds it. Errors:
-// store.ErrUnavailable.
-func (db *DB) ReleaseLease(ctx context.Context, courier, projectID, holder string) error {
-	_, err := db.pool.Exec(ctx, releaseLease, courier, projectID, holder)
-	return mapErr("release lease", err)
+// ForgetTarget deletes target's state. Errors: store.ErrUnavailable.
+func (db *DB) ForgetTarget(ctx context.Context, courier, projectID, target string) error {
+	_, err := db.pool.Exec(ctx, forgetTarget, courier, projectID, target)
+	return mapErr("forget target", err)
 }

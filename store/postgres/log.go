@@ -29,7 +29,13 @@ func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []
 	}
 	in := appendInput{ev: ev, canonical: bytes.Clone(canonical), paths: append([]string{}, ev.Scope.Paths...)}
 	in.node, in.isClaim = correspondence.NodeOf(ev)
-	return db.submitAppend(ctx, in)
+	res, err := db.submitAppend(ctx, in)
+	if err == nil && res.Created {
+		// Subscribers in this process hear of it at once; the others (and
+		// this one again) through NOTIFY, which the transaction queued.
+		db.advances.Publish(ev.ProjectID, res.Record.ReceivedSeq)
+	}
+	return res, err
 }
 
 // appendInput is what Append derives from the event before its transaction.

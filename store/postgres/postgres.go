@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,11 @@ type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	group  groupCommitter // per-project group commit of appends
+
+	advances store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
+	listenMu sync.Mutex
+	listenStop context.CancelFunc // ends the LISTEN loop; nil while none runs
+	listenDone chan struct{}
 }
 
 // Open connects to the database at url (a postgres:// URL or key=value
@@ -62,7 +68,9 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 		pool.Close()
 		return nil, mapErr("open postgres", err)
 	}
-	return &DB{pool: pool, logger: logger}, nil
+	db := &DB{pool: pool, logger: logger}
+	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
+	return db, nil
 }
 
 // migrate applies the embedded migrations through a database/sql handle,
@@ -99,6 +107,7 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error
 // Close closes every connection of the pool, waiting for those in use.
 // Calling it twice is harmless.
 func (db *DB) Close() error {
+	db.stopListening()
 	db.pool.Close()
 	return nil
 }

@@ -227,30 +227,3 @@ const (
 		ORDER BY event_id LIMIT $6`
 )
 
-// Couriers.
-const (
-	selectCourierCursor = `SELECT received_seq FROM courier_cursors
-		WHERE courier = $1 AND project_id = $2 AND target = $3`
-
-	// advanceCursor inserts the cursor or moves it forward; the WHERE of the
-	// upsert keeps it from moving backwards. An unknown project fails the
-	// foreign key (23503, store.ErrNotFound).
-	advanceCursor = `INSERT INTO courier_cursors (courier, project_id, target, received_seq, updated_at)
-		VALUES ($1, $2, $3, $4, ` + nowMS + `)
-		ON CONFLICT (courier, project_id, target) DO UPDATE
-		SET received_seq = excluded.received_seq, updated_at = excluded.updated_at
-		WHERE excluded.received_seq > courier_cursors.received_seq`
-
-	// acquireLease takes a free lease, renews the holder's own or takes over
-	// an expired one, and returns the holder; no row while another holder's
-	// lease is live. $4 is the ttl in milliseconds. An unknown project
-	// fails the foreign key (store.ErrNotFound).
-	acquireLease = `INSERT INTO courier_leases (courier, project_id, holder, expires_at)
-		VALUES ($1, $2, $3, ` + nowMS + ` + $4::bigint * interval '1 millisecond')
-		ON CONFLICT (courier, project_id) DO UPDATE
-		SET holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE courier_leases.holder = excluded.holder OR courier_leases.expires_at <= ` + nowMS + `
-		RETURNING holder`
-
-	releaseLease = `DELETE FROM courier_leases WHERE courier = $1 AND project_id = $2 AND holder = $3`
-)

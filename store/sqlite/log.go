@@ -41,6 +41,9 @@ func (db *DB) Append(ctx context.Context, ev *correspondence.Event, canonical []
 	if err != nil {
 		return store.AppendResult{}, err
 	}
+	if res.Created {
+		db.advances.Publish(ev.ProjectID, res.Record.ReceivedSeq)
+	}
 	return res, nil
 }
 

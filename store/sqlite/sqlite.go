@@ -94,6 +94,8 @@ type DB struct {
 
 	tokens tokenCache
 
+	advances store.AdvanceBroker // published after each committed new append
+
 	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
 	ckEvents        int64        // Options.CheckpointEvents
 	// ckFailed is the last checkpoint cycle's error, nil once a cycle

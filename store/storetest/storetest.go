@@ -42,6 +42,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"append/stream_coordination", testStreamCoordination},
 		{"couriers/cursors", testCourierCursors},
 		{"couriers/leases", testCourierLeases},
+		{"couriers/backoff", testCourierBackoff},
+		{"feed", testFeed},
+		{"advances", testAdvances},
 		{"handoffs", testHandoffs},
 	}
 	for _, tc := range tests {
