@@ -59,7 +59,7 @@ func linkRel(links []link, rel string) (link, bool) {
 func checkHeaders(hdr http.Header, wantAlternate bool) error {
 	vary := strings.ToLower(strings.Join(hdr.Values("Vary"), ","))
 	if !strings.Contains(vary, "accept") || !strings.Contains(vary, "authorization") {
-		return fmt.Errorf("Vary %q, want Accept and Authorization", vary)
+		return fmt.Errorf("the Vary header is %q, want Accept and Authorization", vary)
 	}
 	cc := strings.ToLower(hdr.Get("Cache-Control"))
 	if !strings.Contains(cc, "private") || strings.Contains(cc, "public") {
@@ -72,7 +72,7 @@ func checkHeaders(hdr http.Header, wantAlternate bool) error {
 	}
 	for _, rel := range rels {
 		if _, ok := linkRel(links, rel); !ok {
-			return fmt.Errorf("Link has no rel %q", rel)
+			return fmt.Errorf("no Link has rel %q", rel)
 		}
 	}
 	if _, ok := linkRel(links, relLive); ok {

@@ -252,7 +252,7 @@ func (h *httpRun) negotiation(ctx context.Context, g *Group) {
 				err = fmt.Errorf("Content-Type %q, want %s", mediaOf(r.header), c.media)
 			case c.media == mediaAtom:
 				if n := bytes.Count(r.body, []byte("<entry")); n != len(h.posted) || !bytes.Contains(r.body, []byte("https://agenttool.dev/ns/correspondence")) {
-					err = fmt.Errorf("Atom feed with %d entries (want %d) or without the correspondence namespace", n, len(h.posted))
+					err = fmt.Errorf("an Atom feed with %d entries (want %d) or without the correspondence namespace", n, len(h.posted))
 				} else {
 					err = checkHeaders(r.header, true)
 				}

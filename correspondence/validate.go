@@ -192,11 +192,6 @@ const (
 	numTopFields
 )
 
-var topNames = [numTopFields]string{
-	"protocol", "event_id", "project_id", "repository_id", "thread_id", "sender",
-	"kind", "parents", "session_seq", "issued_at", "scope", "body", "authority", "signature",
-}
-
 var topPointers = [numTopFields]string{
 	"/protocol", "/event_id", "/project_id", "/repository_id", "/thread_id", "/sender",
 	"/kind", "/parents", "/session_seq", "/issued_at", "/scope", "/body", "/authority", "/signature",
