@@ -2,7 +2,6 @@
 test:
 	./scripts/test.sh
 lint:
-	test -z "$$(gofmt -l .)"
-	go vet ./...
+	./scripts/lint.sh
 run:
 	go run ./cmd/acrelay serve

@@ -23,8 +23,6 @@ func reasonOf(err error) string {
 	return "-"
 }
 
-type tsvRow struct{ fields []string }
-
 func readTSV(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)

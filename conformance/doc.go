@@ -15,6 +15,13 @@
 //
 // The HTTP suite (RunHTTP) is black-box: it speaks HTTP to a relay URL with
 // a project token that has admin scope, and imports no server package.
+// http.go holds RunHTTP, the run's state and the request helpers; each
+// group of the suite has its file: http_setup.go (setup), http_append.go
+// (body_matrix, retry), http_refusals.go (refusals), http_replay.go
+// (events_read, validators, paging, negotiation), http_claims.go (claims),
+// http_voice.go (voice) and http_lifecycle.go (lifecycle). http_headers.go
+// checks the Vary, Cache-Control, Link and Link-Template headers the read
+// groups share.
 //
 // The package never prints or logs event bodies or tokens; failure lines
 // name the vector and what differed.

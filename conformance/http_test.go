@@ -141,7 +141,7 @@ func TestRunHTTPDetects(t *testing.T) {
 				})
 			},
 			group:  "http events_read",
-			prefix: `headers: Vary "", want Accept and Authorization`,
+			prefix: `headers: the Vary header is "", want Accept and Authorization`,
 		},
 		{
 			name: "retry answered 201",

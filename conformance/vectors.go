@@ -445,7 +445,7 @@ func runSigningVector(g *Group, raw json.RawMessage) {
 	err = nil
 	switch {
 	case signed.ID != sv.EventID:
-		err = fmt.Errorf("Sign gives %s, want %s", signed.ID, sv.EventID)
+		err = fmt.Errorf("signing gives %s, want %s", signed.ID, sv.EventID)
 	case perr != nil:
 		err = perr
 	default:

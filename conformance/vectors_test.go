@@ -176,7 +176,7 @@ func TestFailuresAreCounted(t *testing.T) {
 		{"signing digest", `"signing_digest_hex": "1bc3`, `"signing_digest_hex": "0bc3`,
 			counts{"x signing_vector", 3, 1, 0}, "claim-open-fixed-ed25519 signing_digest: 1bc3"},
 		{"signing event id", `"event_id": "sha256:6f9d`, `"event_id": "sha256:5f9d`,
-			counts{"x signing_vector", 3, 1, 0}, "claim-open-fixed-ed25519 event_id: Sign gives sha256:6f9d"},
+			counts{"x signing_vector", 3, 1, 0}, "claim-open-fixed-ed25519 event_id: signing gives sha256:6f9d"},
 		{"signature", `"signature_b64url": "y93m`, `"signature_b64url": "z93m`,
 			counts{"x signing_vector", 2, 2, 0}, "claim-open-fixed-ed25519 signature: y93m"},
 		{"canonicalization", `"jcs": "{\"a\":\"ascii\"`, `"jcs": "{\"b\":\"ascii\"`,

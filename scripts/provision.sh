@@ -81,6 +81,10 @@ provision_shared() {
   fi
 }
 
+# --- staticcheck (lint; scripts/provision_staticcheck.sh) ------------------
+. scripts/provision_staticcheck.sh
+
 provision_shared
 provision_postgres
 provision_jing
+provision_staticcheck

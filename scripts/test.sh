@@ -4,6 +4,9 @@
 #   - PostgreSQL: a throwaway cluster (initdb in a temp dir, free port on
 #     127.0.0.1), removed at exit; ACRELAY_TEST_DATABASE_URL points at it.
 #   - jing (Atom RELAX NG validation): installed from Debian when missing.
+#   - staticcheck (pinned, scripts/provision_staticcheck.sh): built once with
+#     go install into ${XDG_CACHE_HOME:-$HOME/.cache}/acrelay/bin; any finding
+#     fails the run, as gofmt and go vet do.
 # Extra arguments go to `go test` (default: ./...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,10 +15,15 @@ cd "$(dirname "$0")/.."
 pkgs=("$@")
 [ ${#pkgs[@]} -eq 0 ] && pkgs=(./...)
 
-echo "== gofmt -l, go vet"
+echo "== gofmt -l, go vet, staticcheck"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 go vet ./... || exit 1
+if [ -n "${STATICCHECK:-}" ]; then
+  "$STATICCHECK" ./... || exit 1
+else
+  echo "staticcheck: not available (see the provision notes at the end)"
+fi
 echo "== go test -race -count=1 -v ${pkgs[*]}  (full log: kept on failure)"
 go test -race -count=1 -v -timeout 30m "${pkgs[@]}" >"$ACRELAY_TEST_LOG" 2>&1
 status=$?
