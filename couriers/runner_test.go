@@ -382,7 +382,7 @@ func TestBackoffIsDurable(t *testing.T) {
 // the edge where a process loses its lease.
 type faultyStore struct {
 	store.Store
-	failRenew atomic.Bool // lease renewals and acquisitions fail (a partitioned process)
+	failRenew atomic.Bool  // lease renewals and acquisitions fail (a partitioned process)
 	writes    atomic.Int64 // courier write transactions (each method is one)
 }
 

@@ -38,8 +38,8 @@ type DB struct {
 	logger *slog.Logger
 	group  groupCommitter // per-project group commit of appends
 
-	advances store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
-	listenMu sync.Mutex
+	advances   store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
+	listenMu   sync.Mutex
 	listenStop context.CancelFunc // ends the LISTEN loop; nil while none runs
 	listenDone chan struct{}
 }

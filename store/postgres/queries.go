@@ -226,4 +226,3 @@ const (
 		WHERE project_id = $1 AND identity_id = $2 AND device_id = $3 AND session_id = $4 AND session_seq = $5
 		ORDER BY event_id LIMIT $6`
 )
-
