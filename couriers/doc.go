@@ -1,16 +1,47 @@
 // Package couriers runs the couriers that republish a project's immutable
-// {event, receipt} records (DESIGN.md "Couriers and federation"): each
-// courier is a loop with a durable cursor per (courier, project, target)
-// that reads records after the cursor from the store, delivers them and
-// advances the cursor. It is never fed from the request path, so a crash,
-// a restart or a down receiver loses nothing: it resumes from the cursor.
-// Delivery is at-least-once; receivers de-duplicate by event_id.
+// {event, receipt} records (DESIGN.md "Couriers and federation"): the
+// export archive here, WebSub and Matrix in sub-packages. A courier is a
+// set of targets per project (subscriptions, rooms, files), each with a
+// durable cursor and durable backoff state in the store; the Runner reads
+// the records after a target's cursor, hands them to the courier's
+// Deliver and advances the cursor. It is never fed from the request path:
+// the store's advances (store.Advances) only wake it, so a crash, a
+// restart or a receiver that is down loses nothing — it resumes from the
+// cursor.
 //
-// With several relay processes on one database, a renewable lease row per
-// (courier, project) makes exactly one process deliver; when the holder
-// dies the lease expires by the database clock and another process takes
-// over from the durable cursor.
+// Delivery is at-least-once with stable ids: a record may be handed to a
+// target again after a crash between a delivery and its cursor write, or
+// after a lease changed hands; receivers de-duplicate by event_id (Atom
+// <id>, Matrix transaction id, the relay's idempotent append for
+// federation).
 //
-// Concrete couriers (WebSub, Matrix) live in sub-packages; Export, a
-// JSON-lines archive per project, is the first and simplest.
+// What the Runner guarantees:
+//
+//   - Targets progress independently: each target with records after its
+//     cursor gets its own worker, which never waits for another target. A
+//     target that hangs holds one slot of the courier's Concurrency and
+//     one of its host's HostLimit, never more; workers queue for their
+//     host's slot before taking a global one, so one dead host cannot
+//     starve the others.
+//   - A failed delivery backs off exponentially with jitter between the
+//     courier's Backoff bounds; the count and the time of the next attempt
+//     are stored (store.Couriers.RecordFailure), so a restarted process
+//     neither hammers a dead target nor forgets it. A courier may return
+//     *RetryAfterError to set the wait, wrap ErrTargetGone to drop the
+//     target, and implement FailingReporter to hear of targets failing
+//     longer than Backoff.GiveUp.
+//   - With several processes on one database, one process delivers per
+//     (courier, project): it holds the lease. A lease keeper renews every
+//     lease this process holds in one store write per third of the lease,
+//     on its own timer — so an idle relay writes once per courier per
+//     interval, whatever the number of projects. Every cursor write names
+//     the lease's fence; once a lease lapses or changes hands the old
+//     holder's writes fail with store.ErrLeaseLost, its in-flight
+//     deliveries are cancelled and it sends nothing more, so no record is
+//     sent by two processes at once.
+//   - The records of one target are delivered in receipt order, in
+//     batches of at most Options.Batch, one Deliver call at a time.
+//
+// It deliberately does not render, sign or address anything: that is each
+// courier's job.
 package couriers
