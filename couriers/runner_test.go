@@ -497,9 +497,12 @@ func TestTargetGoneIsForgotten(t *testing.T) {
 		start(t, r)
 		waitFor(t, "the kept target", func() bool { return rec.count("kept:") == 2 })
 		waitFor(t, "the gone target dropped", func() bool { return r.Status().Targets == 1 })
-		states, err := st.TargetStates(context.Background(), "recorder", s.ProjectID)
-		if err != nil || len(states) != 1 || states[0].Target != "kept" {
-			t.Fatalf("states %+v %v", states, err)
+		waitFor(t, "the kept target's cursor, and no state of the gone one", func() bool {
+			states, err := st.TargetStates(context.Background(), "recorder", s.ProjectID)
+			return err == nil && len(states) == 1 && states[0].Target == "kept" && states[0].ReceivedSeq == 2
+		})
+		if n := rec.attemptsOf("gone"); n != 1 {
+			t.Fatalf("the gone target was attempted %d times", n)
 		}
 	})
 }
