@@ -9,6 +9,7 @@ import (
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -70,6 +71,15 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errf(http.StatusConflict, te.Code, strings.TrimPrefix(te.Error(), te.Code+": "))
 	}
 	switch {
+	// Before the context case: an append cut short by its context is
+	// correspondence_append_unavailable (retry the same event), as is one
+	// the store could not take.
+	case errors.Is(err, ingest.ErrAppendUnavailable):
+		return errAppendUnavailable
+	case errors.Is(err, ingest.ErrEventTooLarge):
+		return errBodyTooLarge
+	case errors.Is(err, ingest.ErrProjectMismatch):
+		return errf(http.StatusForbidden, "project_mismatch", "project_id is not the project of the bearer token")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or its deadline passed: not our fault, not an Error.
 		s.log.DebugContext(r.Context(), "request ended before its answer", "path", r.URL.Path, "err", err)

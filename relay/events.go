@@ -2,15 +2,12 @@ package relay
 
 import (
 	"bytes"
-	"context"
-	"crypto/ed25519"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -123,32 +120,12 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ev, err := correspondence.ParseEvent(raw)
+	res, err := s.ingest.Append(r.Context(), p.ProjectID, raw)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if ev.ProjectID != p.ProjectID {
-		s.writeError(w, r, errf(http.StatusForbidden, "project_mismatch", "project_id is not the project of the bearer token"))
-		return
-	}
-	if err := s.verifySender(r, ev); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	canonical, err := ev.CanonicalJSON()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.st.Append(r.Context(), ev, canonical)
-	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, r.Context().Err()) {
-			err = errAppendUnavailable
-		}
-		s.writeError(w, r, err)
-		return
-	}
+	ev := res.Event
 	out := appendJSON{
 		Receipt:        receiptOf(res.Record),
 		MissingParents: nonNil(res.Record.MissingParents),
@@ -178,68 +155,6 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 	if res.Created && s.cfg.Notify != nil {
 		s.cfg.Notify(p.ProjectID, res.Record.ReceivedSeq)
 	}
-}
-
-// verifySender checks that the signing key belongs to the sender identity
-// in the bearer's project and that the signature and event id verify
-// (spec §6). Whether the key and identity are still active is decided
-// inside the append transaction (store.ErrSenderNotActive), so revocation
-// takes effect on the very next append; here only a key's immutable facts
-// are needed, and they are cached.
-func (s *Server) verifySender(r *http.Request, ev *correspondence.Event) error {
-	notActive := errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
-	key, err := s.keys.get(r.Context(), s.st, ev.ProjectID, ev.Sender.SigningKeyID)
-	if err != nil {
-		if isNotFound(err) {
-			return notActive
-		}
-		return err
-	}
-	if key.projectID != ev.ProjectID || key.identityID != ev.Sender.IdentityID {
-		return notActive
-	}
-	return ev.Verify(key.pub)
-}
-
-// keyFacts are the immutable facts of a signing key: a key id never
-// changes project, identity or public key (only its status changes).
-type keyFacts struct {
-	projectID, identityID string
-	pub                   ed25519.PublicKey
-}
-
-// keyCache caches keyFacts by (project, signing key id), bounded in size.
-type keyCache struct {
-	mu sync.Mutex
-	m  map[string]keyFacts
-}
-
-const keyCacheMax = 1 << 16
-
-func (c *keyCache) get(ctx context.Context, st store.Registry, projectID, id string) (keyFacts, error) {
-	cacheKey := projectID + "/" + id
-	c.mu.Lock()
-	f, ok := c.m[cacheKey]
-	c.mu.Unlock()
-	if ok {
-		return f, nil
-	}
-	k, err := st.GetKey(ctx, projectID, id)
-	if err != nil {
-		return keyFacts{}, err
-	}
-	pub, err := correspondence.DecodePublicKey(k.PublicKey)
-	if err != nil {
-		return keyFacts{}, store.ErrNotFound
-	}
-	f = keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= keyCacheMax {
-		c.m = make(map[string]keyFacts)
-	}
-	c.m[cacheKey] = f
-	c.mu.Unlock()
-	return f, nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
