@@ -59,7 +59,7 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	truncated := snap.Truncated || snap.LineageIncomplete
-	out := wire.Claims{
+	out := wire.Claims[jsontext.Value]{
 		Protocol: correspondence.Protocol, Scope: "project_private",
 		EvaluatedAt: evaluatedAt(snap), Cursor: cursorOf(snap.Head),
 		ProjectionStatus: statusOf(truncated, false), Truncated: truncated,
@@ -96,7 +96,7 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, projectionErr(err))
 		return
 	}
-	out := wire.Voice{
+	out := wire.Voice[jsontext.Value]{
 		Protocol: correspondence.Protocol, Scope: "project_private",
 		EvaluatedAt: evaluatedAt(snap.ClaimsSnapshot), Cursor: cursorOf(snap.Head),
 		RecentEvents: make([]wire.Record, 0, len(snap.Recent)),
@@ -207,10 +207,10 @@ func statusOf(truncated, unavailable bool) string {
 	return wire.ProjectionComplete
 }
 
-func activeRows(claims []store.ActiveClaim) []wire.ActiveClaim {
-	out := make([]wire.ActiveClaim, 0, len(claims))
+func activeRows(claims []store.ActiveClaim) []wire.ActiveClaim[jsontext.Value] {
+	out := make([]wire.ActiveClaim[jsontext.Value], 0, len(claims))
 	for _, c := range claims {
-		out = append(out, wire.ActiveClaim{
+		out = append(out, wire.ActiveClaim[jsontext.Value]{
 			ClaimID: c.ClaimID, Generation: c.Generation, EventID: c.EventID, OwnerIdentityID: c.RootIdentityID,
 			DeviceID: c.DeviceID, SessionID: c.SessionID, ThreadID: c.ThreadID, Scope: jsontext.Value(c.Scope),
 			ExpiresAt:  correspondence.FormatTimestamp(c.ExpiresAt),

@@ -7,9 +7,11 @@
 // and the client SDK unmarshals them (encoding/json), so the two never
 // drift apart.
 //
-// Members that carry stored signed bytes (a record's event, a claim's
-// scope) are jsontext.Value: written exactly as stored, read exactly as
-// served, never re-encoded. received_seq and other cursors are decimal
+// Members that carry stored signed bytes are written exactly as stored and
+// read exactly as served, never re-encoded: a record's event is a
+// jsontext.Value; a claim's scope is a jsontext.Value on the relay's side
+// and decoded into ClaimScope on the client's (ActiveClaim's type
+// parameter). received_seq and other cursors are decimal
 // strings here and integers everywhere else (STYLE.md §2).
 //
 // wire is pure: it imports encoding packages only, no store, no net/http.

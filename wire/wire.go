@@ -91,37 +91,46 @@ const (
 	ProjectionUnavailable = "unavailable"
 )
 
-// ActiveClaim is one active row of the claims projection (spec §8).
-// Scope is the RFC 8785 bytes of the claim event's scope object
-// {base_revision, branch, paths} as signed; ExpiresAt is RFC 3339 with
-// milliseconds; CompetingEventIDs ([] when none) are the other tips of the
-// claim, and Conflicted says there are any.
-type ActiveClaim struct {
-	ClaimID           string         `json:"claim_id"`
-	Generation        int64          `json:"generation"`
-	EventID           string         `json:"event_id"`
-	OwnerIdentityID   string         `json:"owner_identity_id"`
-	DeviceID          string         `json:"device_id"`
-	SessionID         string         `json:"session_id"`
-	ThreadID          string         `json:"thread_id"`
-	Scope             jsontext.Value `json:"scope"`
-	ExpiresAt         string         `json:"expires_at"`
-	Conflicted        bool           `json:"conflicted"`
-	CompetingEventIDs []string       `json:"competing_event_ids"`
+// ClaimScope is a claim event's scope object as JSON (spec §3): the
+// decoded form of ActiveClaim's scope that the client SDK reads.
+type ClaimScope struct {
+	BaseRevision *string  `json:"base_revision"`
+	Branch       *string  `json:"branch"`
+	Paths        []string `json:"paths"`
 }
 
-// Claims is the body of GET /v1/correspondence/claims (spec §8, §9).
-// EvaluatedAt is RFC 3339 with milliseconds; Cursor the project's newest
-// received_seq (null for an empty stream); ProjectionStatus one of
-// Projection*.
-type Claims struct {
-	Protocol         string        `json:"protocol"`
-	Scope            string        `json:"scope"`
-	EvaluatedAt      string        `json:"evaluated_at"`
-	Cursor           *string       `json:"cursor"`
-	ProjectionStatus string        `json:"projection_status"`
-	Truncated        bool          `json:"truncated"`
-	Claims           []ActiveClaim `json:"claims"`
+// ActiveClaim is one active row of the claims projection (spec §8).
+// Scope is the claim event's scope object {base_revision, branch, paths}:
+// the relay writes the RFC 8785 bytes as signed (S = jsontext.Value), the
+// client decodes it (S = ClaimScope). ExpiresAt is RFC 3339 with
+// milliseconds; CompetingEventIDs ([] when none) are the other tips of the
+// claim, and Conflicted says there are any.
+type ActiveClaim[S any] struct {
+	ClaimID           string   `json:"claim_id"`
+	Generation        int64    `json:"generation"`
+	EventID           string   `json:"event_id"`
+	OwnerIdentityID   string   `json:"owner_identity_id"`
+	DeviceID          string   `json:"device_id"`
+	SessionID         string   `json:"session_id"`
+	ThreadID          string   `json:"thread_id"`
+	Scope             S        `json:"scope"`
+	ExpiresAt         string   `json:"expires_at"`
+	Conflicted        bool     `json:"conflicted"`
+	CompetingEventIDs []string `json:"competing_event_ids"`
+}
+
+// Claims is the body of GET /v1/correspondence/claims (spec §8, §9), S as
+// for ActiveClaim. EvaluatedAt is RFC 3339 with milliseconds; Cursor the
+// project's newest received_seq (null for an empty stream);
+// ProjectionStatus one of Projection*.
+type Claims[S any] struct {
+	Protocol         string           `json:"protocol"`
+	Scope            string           `json:"scope"`
+	EvaluatedAt      string           `json:"evaluated_at"`
+	Cursor           *string          `json:"cursor"`
+	ProjectionStatus string           `json:"projection_status"`
+	Truncated        bool             `json:"truncated"`
+	Claims           []ActiveClaim[S] `json:"claims"`
 }
 
 // MissingParents names an event whose parents are not yet stored.
@@ -157,17 +166,18 @@ type Conflicts struct {
 }
 
 // Voice is the body of GET /v1/correspondence/voice (spec §9): the newest
-// records newest first, the active claims and the conflicts.
-type Voice struct {
-	Protocol         string        `json:"protocol"`
-	Scope            string        `json:"scope"`
-	EvaluatedAt      string        `json:"evaluated_at"`
-	Cursor           *string       `json:"cursor"`
-	ProjectionStatus string        `json:"projection_status"`
-	Truncated        bool          `json:"truncated"`
-	RecentEvents     []Record      `json:"recent_events"`
-	ActiveClaims     []ActiveClaim `json:"active_claims"`
-	Conflicts        Conflicts     `json:"conflicts"`
+// records newest first, the active claims (S as for ActiveClaim) and the
+// conflicts.
+type Voice[S any] struct {
+	Protocol         string           `json:"protocol"`
+	Scope            string           `json:"scope"`
+	EvaluatedAt      string           `json:"evaluated_at"`
+	Cursor           *string          `json:"cursor"`
+	ProjectionStatus string           `json:"projection_status"`
+	Truncated        bool             `json:"truncated"`
+	RecentEvents     []Record         `json:"recent_events"`
+	ActiveClaims     []ActiveClaim[S] `json:"active_claims"`
+	Conflicts        Conflicts        `json:"conflicts"`
 }
 
 // Error is the body of every error answer (spec §9): {"error": a stable

@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/client"
 	"github.com/acrelay/acrelay/handoff"
 )
 
@@ -29,32 +29,8 @@ type handoffRemote struct {
 	relay relayFlags
 }
 
-// relayError is an error answer {"error","message","hint"?,"issues"?}.
-type relayError struct {
-	Status  int
-	Code    string          `json:"error"`
-	Message string          `json:"message"`
-	Hint    string          `json:"hint"`
-	Issues  []handoff.Issue `json:"issues"`
-}
-
-func (e *relayError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "relay answered %d %s", e.Status, e.Code)
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
-	if e.Hint != "" {
-		b.WriteString(" (hint: " + e.Hint + ")")
-	}
-	for _, i := range e.Issues {
-		fmt.Fprintf(&b, "\n  %s", i)
-	}
-	return b.String()
-}
-
 // do sends one request and returns the body of a 2xx answer and its
-// headers; any other status is a *relayError wrapped in an exitError.
+// headers; any other status is a *client.APIError wrapped in an exitError.
 func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte, header http.Header) ([]byte, http.Header, error) {
 	if h.relay.url == "" {
 		return nil, nil, &exitError{code: exitInput, err: errors.New("no relay URL: set --url or ACRELAY_URL")}
@@ -91,11 +67,7 @@ func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte
 		return nil, nil, &exitError{code: exitInput, err: fmt.Errorf("%s %s: read answer: %w", method, path, err)}
 	}
 	if resp.StatusCode/100 != 2 {
-		re := &relayError{Status: resp.StatusCode}
-		if json.Unmarshal(b, re) != nil || re.Code == "" {
-			re.Code = http.StatusText(resp.StatusCode)
-		}
-		return nil, nil, &exitError{code: exitRefused, err: re}
+		return nil, nil, &exitError{code: exitRefused, err: client.ParseAPIError(resp.StatusCode, b)}
 	}
 	return b, resp.Header, nil
 }
