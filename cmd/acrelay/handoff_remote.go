@@ -21,6 +21,7 @@ import (
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/client"
 	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // handoffRemote is what the three commands share: relay URL and token
@@ -74,7 +75,7 @@ func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte
 
 func handoffPath(id string) (string, error) {
 	if !handoff.ValidHandoffID(id) {
-		return "", &exitError{code: exitInput, err: errors.New("handoff_id_invalid: the handoff id must be a canonical lowercase UUID")}
+		return "", &exitError{code: exitInput, err: errors.New(wire.CodeHandoffIDInvalid + ": the handoff id must be a canonical lowercase UUID")}
 	}
 	return "/v1/handoffs/" + url.PathEscape(id), nil
 }
@@ -110,7 +111,7 @@ handoff_exists (409) and contract_invalid (422) exit 1.`,
 				for _, i := range issues {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", i)
 				}
-				return &exitError{code: exitRefused, err: fmt.Errorf("contract_invalid: %d schema violation(s); nothing sent", len(issues))}
+				return &exitError{code: exitRefused, err: fmt.Errorf("%s: %d schema violation(s); nothing sent", wire.CodeContractInvalid, len(issues))}
 			}
 			path, err := handoffPath(c.HandoffID)
 			if err != nil {
