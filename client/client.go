@@ -17,7 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Errors of reading records (spec §6, §9).
@@ -32,9 +35,11 @@ var (
 )
 
 // APIError is an error answer of the relay: the HTTP status and the JSON
-// body {"error": code, "message", "hint"?, "issues"?} (spec §9). Code is
-// the stable error code ("event_invalid", "scope_insufficient", …);
-// Message and Hint are the relay's English, which never quotes bodies.
+// body wire.Error, {"error": code, "message", "hint"?, "issues"?} (spec
+// §9). Code is the stable error code (wire.Code*: "event_invalid",
+// "scope_insufficient", …); Message and Hint are the relay's English,
+// which never quotes bodies. Issues are an event's violations (pointer,
+// code, message) or a contract's (pointer, message; Code "").
 type APIError struct {
 	Status  int
 	Code    string                 `json:"error"`
@@ -53,6 +58,10 @@ func (e *APIError) Error() string {
 		b.WriteString(" (hint: " + e.Hint + ")")
 	}
 	for _, is := range e.Issues {
+		if is.Code == "" {
+			fmt.Fprintf(&b, "\n  %s: %s", is.Pointer, is.Message)
+			continue
+		}
 		fmt.Fprintf(&b, "\n  %s %s: %s", is.Pointer, is.Code, is.Message)
 	}
 	return b.String()
@@ -152,26 +161,14 @@ type Record struct {
 	Verified       bool
 }
 
-// wireRecord is a record as the relay writes it.
-type wireRecord struct {
-	Event   json.RawMessage `json:"event"`
-	Receipt struct {
-		ReceivedSeq string `json:"received_seq"`
-		ReceivedAt  string `json:"received_at"`
-	} `json:"receipt"`
-	MissingParents []string `json:"missing_parents"`
-	LineageStatus  string   `json:"lineage_status,omitempty"`
-}
-
 // MarshalJSON writes the record in the relay's shape, {event, receipt,
 // missing_parents, lineage_status}, with the event bytes as served.
 func (r Record) MarshalJSON() ([]byte, error) {
-	w := wireRecord{Event: r.Raw, MissingParents: r.MissingParents, LineageStatus: string(r.LineageStatus)}
+	w := wire.Record{Event: jsontext.Value(r.Raw), MissingParents: r.MissingParents, LineageStatus: string(r.LineageStatus),
+		Receipt: wire.Receipt{ReceivedSeq: strconv.FormatInt(r.Receipt.ReceivedSeq, 10), ReceivedAt: r.Receipt.ReceivedAt}}
 	if w.MissingParents == nil {
 		w.MissingParents = []string{}
 	}
-	w.Receipt.ReceivedSeq = strconv.FormatInt(r.Receipt.ReceivedSeq, 10)
-	w.Receipt.ReceivedAt = r.Receipt.ReceivedAt
 	return json.Marshal(w)
 }
 
@@ -356,7 +353,7 @@ func (c *Client) once(ctx context.Context, method string, u *url.URL, contentTyp
 		return nil, 0, &transientError{fmt.Errorf("%s %s: read body: %w", method, u.Path, err)}
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, retryAfterOf(res.Header), apiError(res.StatusCode, body)
+		return nil, retryAfterOf(res.Header), ParseAPIError(res.StatusCode, body)
 	}
 	links, err := ParseLinks(res.Header, res.Request.URL)
 	if err != nil {
@@ -380,17 +377,27 @@ func retryAfterOf(h http.Header) time.Duration {
 	return 0
 }
 
-func apiError(status int, body []byte) error {
+// ParseAPIError reads an error answer: status and its body (wire.Error).
+// A body that is not one (a proxy's page, say) gives Code "http_<status>"
+// and the status text as Message.
+func ParseAPIError(status int, body []byte) *APIError {
 	ae := &APIError{Status: status}
-	if err := json.Unmarshal(body, ae); err != nil || ae.Code == "" {
+	var we wire.Error
+	if err := json.Unmarshal(body, &we); err != nil || we.Error == "" {
 		ae.Code = "http_" + strconv.Itoa(status)
 		ae.Message = http.StatusText(status)
+		return ae
+	}
+	ae.Code, ae.Message, ae.Hint = we.Error, we.Message, we.Hint
+	if len(we.Issues) > 0 {
+		// Issues that are not the documented objects are dropped, not fatal.
+		_ = json.Unmarshal(we.Issues, &ae.Issues)
 	}
 	return ae
 }
 
 // record turns a wire record into a Record, verifying it when c.Keys is set.
-func (c *Client) record(w wireRecord) (Record, error) {
+func (c *Client) record(w wire.Record) (Record, error) {
 	if len(w.Event) == 0 {
 		return Record{}, fmt.Errorf("%w: no event", ErrMalformedRecord)
 	}
@@ -402,7 +409,7 @@ func (c *Client) record(w wireRecord) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	r := Record{Raw: w.Event, Event: ev, Receipt: Receipt{ReceivedSeq: seq, ReceivedAt: w.Receipt.ReceivedAt},
+	r := Record{Raw: json.RawMessage(w.Event), Event: ev, Receipt: Receipt{ReceivedSeq: seq, ReceivedAt: w.Receipt.ReceivedAt},
 		MissingParents: w.MissingParents, LineageStatus: correspondence.LineageStatus(w.LineageStatus)}
 	if c.Keys != nil {
 		if err := c.Keys.Verify(ev); err != nil {
@@ -415,12 +422,7 @@ func (c *Client) record(w wireRecord) (Record, error) {
 
 // Warning is one POST warning (spec §9): code "session_fork" or
 // "claim_lineage_pending", a detail, and the event ids or paths concerned.
-type Warning struct {
-	Code     string   `json:"code"`
-	Detail   string   `json:"detail"`
-	EventIDs []string `json:"event_ids,omitempty"`
-	Paths    []string `json:"paths,omitempty"`
-}
+type Warning = wire.Warning
 
 // PostResult is the relay's answer to a POST: the stored record, whether
 // this call stored it (201) or found it stored already (200, an exact
@@ -460,14 +462,11 @@ func (c *Client) PostBytes(ctx context.Context, event []byte) (*PostResult, erro
 	if err != nil {
 		return nil, err
 	}
-	var w struct {
-		wireRecord
-		Warnings []Warning `json:"warnings"`
-	}
+	var w wire.AppendAnswer
 	if err := json.Unmarshal(resp.body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
-	r, err := c.record(w.wireRecord)
+	r, err := c.record(w.Record)
 	if err != nil {
 		return nil, err
 	}
@@ -517,13 +516,7 @@ func (c *Client) EventsPage(ctx context.Context, q EventsQuery) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w struct {
-		Events []wireRecord `json:"events"`
-		Page   struct {
-			NextAfter *string `json:"next_after"`
-			HasMore   bool    `json:"has_more"`
-		} `json:"page"`
-	}
+	var w wire.Events
 	if err := json.Unmarshal(resp.body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
@@ -573,42 +566,27 @@ func (c *Client) Events(ctx context.Context, q EventsQuery) iter.Seq2[Record, er
 	}
 }
 
-// ClaimScope is an event's scope as JSON (spec §3).
-type ClaimScope struct {
-	BaseRevision *string  `json:"base_revision"`
-	Branch       *string  `json:"branch"`
-	Paths        []string `json:"paths"`
-}
+// ClaimScope is a claim's scope as JSON (spec §3).
+type ClaimScope = wire.ClaimScope
 
-// ActiveClaim is one active claim row (spec §8). ExpiresAt is RFC3339-ms.
-type ActiveClaim struct {
-	ClaimID           string     `json:"claim_id"`
-	Generation        int64      `json:"generation"`
-	EventID           string     `json:"event_id"`
-	OwnerIdentityID   string     `json:"owner_identity_id"`
-	DeviceID          string     `json:"device_id"`
-	SessionID         string     `json:"session_id"`
-	ThreadID          string     `json:"thread_id"`
-	Scope             ClaimScope `json:"scope"`
-	ExpiresAt         string     `json:"expires_at"`
-	Conflicted        bool       `json:"conflicted"`
-	CompetingEventIDs []string   `json:"competing_event_ids"`
-}
+// ActiveClaim is one active claim row (spec §8) with its scope decoded.
+// ExpiresAt is RFC3339-ms.
+type ActiveClaim = wire.ActiveClaim[ClaimScope]
 
 // Claims is the active-claims projection (spec §8, §9). Cursor is the
 // project's newest received_seq (nil for an empty stream);
 // ProjectionStatus is "complete", "truncated" or "unavailable". Raw holds
 // the body exactly as served.
 type Claims struct {
-	Protocol         string        `json:"protocol"`
-	Scope            string        `json:"scope"`
-	EvaluatedAt      string        `json:"evaluated_at"`
-	Cursor           *string       `json:"cursor"`
-	ProjectionStatus string        `json:"projection_status"`
-	Truncated        bool          `json:"truncated"`
-	Claims           []ActiveClaim `json:"claims"`
-	Raw              []byte        `json:"-"`
-	Links            Links         `json:"-"`
+	Protocol         string
+	Scope            string
+	EvaluatedAt      string
+	Cursor           *string
+	ProjectionStatus string
+	Truncated        bool
+	Claims           []ActiveClaim
+	Raw              []byte
+	Links            Links
 }
 
 // ClaimsQuery selects active claims: RepositoryID required; ThreadID and
@@ -633,43 +611,27 @@ func (c *Client) Claims(ctx context.Context, q ClaimsQuery) (*Claims, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Claims{Raw: resp.body, Links: resp.links}
-	if err := json.Unmarshal(resp.body, out); err != nil {
+	var w wire.Claims[ClaimScope]
+	if err := json.Unmarshal(resp.body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
-	return out, nil
+	return &Claims{Protocol: w.Protocol, Scope: w.Scope, EvaluatedAt: w.EvaluatedAt, Cursor: w.Cursor,
+		ProjectionStatus: w.ProjectionStatus, Truncated: w.Truncated, Claims: w.Claims, Raw: resp.body, Links: resp.links}, nil
 }
 
 // MissingParentsRow names an event with parents not yet stored.
-type MissingParentsRow struct {
-	EventID          string   `json:"event_id"`
-	MissingParentIDs []string `json:"missing_parent_ids"`
-}
+type MissingParentsRow = wire.MissingParents
 
 // SessionFork is a session fork: two or more event ids with one
 // (identity, device, session, session_seq) (spec §7).
-type SessionFork struct {
-	IdentityID string   `json:"identity_id"`
-	DeviceID   string   `json:"device_id"`
-	SessionID  string   `json:"session_id"`
-	SessionSeq int64    `json:"session_seq"`
-	EventIDs   []string `json:"event_ids"`
-}
+type SessionFork = wire.SessionFork
 
 // OverlappingClaims is a pair of active claims whose paths overlap, with
 // the shorter prefix of each overlapping pair (spec §4, §9).
-type OverlappingClaims struct {
-	LeftEventID  string   `json:"left_event_id"`
-	RightEventID string   `json:"right_event_id"`
-	Paths        []string `json:"paths"`
-}
+type OverlappingClaims = wire.Overlap
 
 // VoiceConflicts are the conflict lists of the voice snapshot.
-type VoiceConflicts struct {
-	MissingParents    []MissingParentsRow `json:"missing_parents"`
-	SessionForks      []SessionFork       `json:"session_forks"`
-	OverlappingClaims []OverlappingClaims `json:"overlapping_claims"`
-}
+type VoiceConflicts = wire.Conflicts
 
 // Voice is the bounded coordination snapshot (spec §9): the newest ≤50
 // records newest first (verified like every record), active claims and
@@ -699,17 +661,7 @@ func (c *Client) Voice(ctx context.Context, repositoryID, threadID string) (*Voi
 	if err != nil {
 		return nil, err
 	}
-	var w struct {
-		Protocol         string         `json:"protocol"`
-		Scope            string         `json:"scope"`
-		EvaluatedAt      string         `json:"evaluated_at"`
-		Cursor           *string        `json:"cursor"`
-		ProjectionStatus string         `json:"projection_status"`
-		Truncated        bool           `json:"truncated"`
-		RecentEvents     []wireRecord   `json:"recent_events"`
-		ActiveClaims     []ActiveClaim  `json:"active_claims"`
-		Conflicts        VoiceConflicts `json:"conflicts"`
-	}
+	var w wire.Voice[ClaimScope]
 	if err := json.Unmarshal(resp.body, &w); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}

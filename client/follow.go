@@ -267,7 +267,7 @@ func (f *follower) connect(ctx context.Context, live string) (io.ReadCloser, err
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
 		res.Body.Close()
 		f.retryDelay = retryAfterOf(res.Header)
-		return nil, apiError(res.StatusCode, body)
+		return nil, ParseAPIError(res.StatusCode, body)
 	}
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), MediaTypeSSE) {
 		res.Body.Close()

@@ -30,7 +30,7 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(raw, v, json.RejectUnknownMembers(true)); err != nil {
-		return errf(http.StatusBadRequest, "body_invalid", "the body has unknown members or members of the wrong type")
+		return errBodyInvalid
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func adminProjectOf(p principal, q map[string]string) (string, error) {
 	}
 	pid, ok := q["project_id"]
 	if !ok {
-		return "", errf(http.StatusBadRequest, "project_id_required", "with the operator token, name the project: ?project_id=")
+		return "", errProjectIDRequired
 	}
 	return pid, nil
 }

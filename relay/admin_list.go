@@ -10,6 +10,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Registry listings: what an administrator needs to find the id to
@@ -58,7 +59,7 @@ func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, membe
 	after, ok := q["after"]
 	if ok {
 		if after == "" || len(after) > maxListAfter || strings.ContainsFunc(after, func(c rune) bool { return c <= ' ' || c > '~' }) {
-			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be the id that ended the previous page"))
+			s.writeError(w, r, errAfterNotListID)
 			return
 		}
 		afterPtr = &after
@@ -79,7 +80,7 @@ func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, membe
 	for _, row := range rows {
 		items = append(items, item(row))
 	}
-	page := pageJSON{After: afterPtr, NextAfter: afterPtr, HasMore: more}
+	page := wire.Page{After: afterPtr, NextAfter: afterPtr, HasMore: more}
 	if n := len(rows); n > 0 {
 		last := id(rows[n-1])
 		page.NextAfter = &last

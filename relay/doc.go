@@ -8,6 +8,13 @@
 // RFC 8288 Link and RFC 9652 Link-Template headers, and the one table that
 // turns errors into (status, stable code) in errors.go.
 //
+// Appends go through package ingest, the one append path (parse, project,
+// sender key, signature and event id, store.Append), which Matrix
+// submissions and federation share; this package only adds what is HTTP
+// (body size and media type) and maps ingest's errors in errors.go. The
+// JSON shapes of the answers and the error codes are in package wire,
+// which the client SDK reads with.
+//
 // Reads come from the store alone; a POST never waits for a projection or
 // a courier, and wake frames are invalidations only. Every route is listed
 // in routes.go; handlers are plain methods. It does not run couriers or

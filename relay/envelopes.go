@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/acrelay/acrelay/envelope"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // envelopeJSON is the answer of POST /v1/envelopes/canonicalize
@@ -49,7 +50,7 @@ func (s *Server) handleEnvelopeCanonicalize(w http.ResponseWriter, r *http.Reque
 		if re.Detail != "" {
 			msg += ": " + re.Detail
 		}
-		s.writeJSON(w, r, http.StatusUnprocessableEntity, mediaJSON, envelopeRefusedJSON{Error: "envelope_refused", Reason: re.Reason, Pointer: re.Pointer, Message: msg})
+		s.writeJSON(w, r, http.StatusUnprocessableEntity, mediaJSON, envelopeRefusedJSON{Error: wire.CodeEnvelopeRefused, Reason: re.Reason, Pointer: re.Pointer, Message: msg})
 		return
 	}
 	if err != nil {

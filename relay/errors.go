@@ -9,12 +9,14 @@ import (
 	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
-// apiError is an error with its HTTP status and stable code. Message and
-// Hint are fixed English text that never quote input, secrets or data of
-// another project.
+// apiError is an error with its HTTP status and stable code (wire.Code*).
+// Message and Hint are fixed English text that never quote input, secrets
+// or data of another project.
 type apiError struct {
 	Status  int
 	Code    string
@@ -29,22 +31,102 @@ func errf(status int, code, message string) *apiError {
 	return &apiError{Status: status, Code: code, Message: message}
 }
 
-func (e *apiError) withHint(h string) *apiError { e.Hint = h; return e }
+// withHint returns a copy of e with hint h (the package-level errors below
+// are shared and never changed).
+func (e *apiError) withHint(h string) *apiError {
+	c := *e
+	c.Hint = h
+	return &c
+}
 
-// Errors shared by several handlers.
+// Every fixed (status, code, message) the relay answers with, defined once.
+// Codes whose text depends on the error (a strict-profile reason, an
+// event's violations, a handoff transition, a registry input error) are
+// built in toAPIError and adminError.
 var (
-	errUnauthorized      = errf(http.StatusUnauthorized, "unauthorized", "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
-	errScope             = errf(http.StatusForbidden, "scope_insufficient", "the token lacks the scope this request needs")
-	errNotFound          = errf(http.StatusNotFound, "not_found", "no such resource")
-	errProjectToken      = errf(http.StatusForbidden, "project_token_required", "this route needs a project token, not the operator token")
-	errOperatorOnly      = errf(http.StatusForbidden, "operator_token_required", "this route needs the operator token")
-	errNotAcceptable     = errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json or application/json (and, for events, application/atom+xml)")
-	errUnsupportedType   = errf(http.StatusUnsupportedMediaType, "content_type_unsupported", "the request body must be application/json or application/vnd.agenttool.correspondence+json (charset utf-8 only)")
-	errBodyTooLarge      = errf(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds this route's size limit").withHint("events and envelopes: 65536 bytes; contracts: 262144; admin bodies: 16384")
-	errAppendUnavailable = errf(http.StatusServiceUnavailable, "correspondence_append_unavailable", "the event log cannot accept events right now").withHint("retry the same exact event later; it is idempotent")
-	errUnavailable       = errf(http.StatusServiceUnavailable, "unavailable", "the relay's store is unavailable").withHint("retry later")
-	errInternal          = errf(http.StatusInternalServerError, "internal_error", "internal error")
+	// Authentication and authorization (spec §10, §11).
+	errUnauthorized     = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
+	errScope            = errf(http.StatusForbidden, wire.CodeScopeInsufficient, "the token lacks the scope this request needs")
+	errNotFound         = errf(http.StatusNotFound, wire.CodeNotFound, "no such resource")
+	errProjectToken     = errf(http.StatusForbidden, wire.CodeProjectTokenRequired, "this route needs a project token, not the operator token")
+	errOperatorOnly     = errf(http.StatusForbidden, wire.CodeOperatorTokenRequired, "this route needs the operator token")
+	errMethodNotAllowed = errf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "method not allowed on this resource")
+
+	// Requests: media types, bodies, queries.
+	errNotAcceptable       = errf(http.StatusNotAcceptable, wire.CodeNotAcceptable, "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json or application/json (and, for events, application/atom+xml)")
+	errNotAcceptableStream = errf(http.StatusNotAcceptable, wire.CodeNotAcceptable, "no acceptable representation").withHint("accept text/event-stream")
+	errUnsupportedType     = errf(http.StatusUnsupportedMediaType, wire.CodeContentTypeUnsupported, "the request body must be application/json or application/vnd.agenttool.correspondence+json (charset utf-8 only)")
+	errBodyTooLarge        = errf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "the request body exceeds this route's size limit").withHint("events and envelopes: 65536 bytes; contracts: 262144; admin bodies: 16384")
+	errBodyTimeout         = errf(http.StatusRequestTimeout, wire.CodeRequestTimeout, "the request body did not arrive in time")
+	errBodyUnreadable      = errf(http.StatusBadRequest, wire.CodeBodyUnreadable, "the request body could not be read")
+	errBodyInvalid         = errf(http.StatusBadRequest, wire.CodeBodyInvalid, "the body has unknown members or members of the wrong type")
+	errQueryInvalid        = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "the query string is malformed")
+	// errQueryParameterUnknown gets a hint naming the allowed parameters.
+	errQueryParameterUnknown  = errf(http.StatusBadRequest, wire.CodeQueryParameterUnknown, "unknown query parameter")
+	errQueryParameterRepeated = errf(http.StatusBadRequest, wire.CodeQueryParameterRepeated, "a query parameter is repeated")
+	errRepositoryIDRequired   = errf(http.StatusBadRequest, wire.CodeRepositoryIDRequired, "repository_id is required on reads")
+	errRepositoryIDInvalid    = errf(http.StatusBadRequest, wire.CodeRepositoryIDInvalid, "repository_id is not a valid opaque id")
+	errThreadIDInvalid        = errf(http.StatusBadRequest, wire.CodeThreadIDInvalid, "thread_id is not a valid opaque id")
+	errPathInvalid            = errf(http.StatusBadRequest, wire.CodePathInvalid, "path is not a valid path prefix (spec §4)")
+	errAfterNotSeq            = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a received_seq: a decimal string without leading zeros")
+	errAfterNotVersion        = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a version number: a decimal string without leading zeros")
+	errAfterNotListID         = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the id that ended the previous page")
+	errAfterNotHandoffID      = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the handoff id that ended the previous page")
+	errLimitInvalid           = errf(http.StatusBadRequest, wire.CodeLimitInvalid, "limit must be an integer from 1 to 200")
+
+	// Appending events (spec §3, §6, §7) and reading projections (§8, §9).
+	errSignatureEncoding     = errf(http.StatusBadRequest, wire.CodeSignatureEncodingInvalid, "signature.value_b64url is not 86 characters of canonical unpadded base64url")
+	errEventIDMismatch       = errf(http.StatusBadRequest, wire.CodeEventIDMismatch, "event_id does not match the signed event").withHint("event_id = sha256: + hex(SHA-256(JCS(event without event_id)))")
+	errProjectMismatch       = errf(http.StatusForbidden, wire.CodeProjectMismatch, "project_id is not the project of the bearer token")
+	errSenderNotActive       = errf(http.StatusForbidden, wire.CodeSenderOrSigningKeyNotActive, "the sender identity or signing key is not active in this project")
+	errSignatureInvalid      = errf(http.StatusForbidden, wire.CodeSignatureInvalid, "the signature does not verify under the sender's signing key")
+	errEventIDCollision      = errf(http.StatusConflict, wire.CodeEventIDCollision, "an event with this id is stored with different bytes")
+	errAppendUnavailable     = errf(http.StatusServiceUnavailable, wire.CodeCorrespondenceAppendUnavailable, "the event log cannot accept events right now").withHint("retry the same exact event later; it is idempotent")
+	errProjectionUnavailable = errf(http.StatusServiceUnavailable, wire.CodeCorrespondenceProjectionUnavailable,
+		"the claims projection cannot be read right now").withHint("retry later; an empty answer is never served in its place")
+
+	// The wake stream (spec §9). errTooManyStreams refuses a stream beyond
+	// the per-token cap: one read token must not be able to hold the
+	// process's file descriptors.
+	errKeysInvalid        = errf(http.StatusBadRequest, wire.CodeKeysInvalid, "keys must be correspondence")
+	errIdentityIDRequired = errf(http.StatusBadRequest, wire.CodeIdentityIDRequired, "identity_id is required")
+	errIdentityIDInvalid  = errf(http.StatusBadRequest, wire.CodeIdentityIDInvalid, "identity_id is not a canonical lowercase UUID")
+	errIdentityNotActive  = errf(http.StatusForbidden, wire.CodeIdentityNotActive, "the identity is not active in this project")
+	errTooManyStreams     = errf(http.StatusTooManyRequests, wire.CodeTooManyStreams, "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
+
+	// Registry administration (spec §10).
+	errProjectIDRequired = errf(http.StatusBadRequest, wire.CodeProjectIDRequired, "with the operator token, name the project: ?project_id=")
+	errAlreadyExists     = errf(http.StatusConflict, wire.CodeAlreadyExists, "a resource with this id already exists")
+
+	// Handoff contracts (spec/handoff-contract-1.md "HTTP").
+	errHandoffIDInvalid     = errf(http.StatusBadRequest, wire.CodeHandoffIDInvalid, "the handoff id in the URL is not a canonical lowercase UUID")
+	errHandoffIDMismatch    = errf(http.StatusBadRequest, wire.CodeHandoffIDMismatch, "handoffId in the body is not the handoff id in the URL")
+	errTransitionBody       = errf(http.StatusBadRequest, wire.CodeTransitionInvalid, `the body must be {"to": state, "result"?: object}`)
+	errToStateInvalid       = errf(http.StatusBadRequest, wire.CodeStateInvalid, "to is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled")
+	errStateInvalid         = errf(http.StatusBadRequest, wire.CodeStateInvalid, "state is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled")
+	errAssigneeInvalid      = errf(http.StatusBadRequest, wire.CodeAssigneeInvalid, "assignee must be a non-empty assignee id")
+	errHandoffExists        = errf(http.StatusConflict, wire.CodeHandoffExists, "a contract with this handoffId exists with other content; its terms never change").withHint("move it with POST /v1/handoffs/{handoffId}/transitions")
+	errIdempotencyKeyReused = errf(http.StatusConflict, wire.CodeIdempotencyKeyReused, "this idempotencyKey was used for a contract with other content")
+	errVersionLimit         = errf(http.StatusConflict, wire.CodeVersionLimitReached, "this contract has reached its limit of 1000 versions").withHint("create a new contract for further work")
+	errPreconditionRequired = errf(http.StatusPreconditionRequired, wire.CodePreconditionRequired, "a transition needs If-Match with the contract's current ETag").withHint("GET the contract and send its ETag in If-Match")
+	errHandoffAbsent        = errf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "If-Match: no such contract exists").withHint("PUT without If-Match to create it")
+	errHandoffPresent       = errf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "If-None-Match: the contract already exists").withHint("GET it, or PUT without If-None-Match to replay its creation")
+	errPreconditionFailed   = errf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "If-Match does not match the contract's current ETag").withHint("GET the contract again and retry with its ETag")
+	// errRepresentationChanged answers a GET or HEAD whose If-Match names
+	// none of the representation's current ETag.
+	errRepresentationChanged = errf(http.StatusPreconditionFailed, wire.CodePreconditionFailed,
+		"If-Match does not match the representation's current ETag").withHint("GET it again without If-Match for the current bytes and ETag")
+
+	// The relay itself.
+	errRequestCancelled = errf(http.StatusServiceUnavailable, wire.CodeRequestCancelled, "the request ended before it could be answered").withHint("retry")
+	errUnavailable      = errf(http.StatusServiceUnavailable, wire.CodeUnavailable, "the relay's store is unavailable").withHint("retry later")
+	errInternal         = errf(http.StatusInternalServerError, wire.CodeInternalError, "internal error")
 )
+
+// contractInvalid is 422 contract_invalid with the schema violations.
+func contractInvalid(issues []handoff.Issue) *apiError {
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: wire.CodeContractInvalid, Message: "the contract violates the handoff contract schema", Issues: issues}
+}
 
 // toAPIError is the only table from errors to (status, stable code).
 // Unknown errors become 500 and are logged once, here.
@@ -61,7 +143,7 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 	if errors.As(err, &ve) {
 		msg := "the event is invalid"
 		if ve.Code == correspondence.CodeSignatureEncodingInvalid {
-			msg = "signature.value_b64url is not 86 characters of canonical unpadded base64url"
+			msg = errSignatureEncoding.Message
 		}
 		return &apiError{Status: http.StatusBadRequest, Code: ve.Code, Message: msg, Issues: ve.Issues}
 	}
@@ -70,28 +152,37 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errf(http.StatusConflict, te.Code, strings.TrimPrefix(te.Error(), te.Code+": "))
 	}
 	switch {
+	// Before the context case: an append cut short by its context is
+	// correspondence_append_unavailable (retry the same event), as is one
+	// the store could not take.
+	case errors.Is(err, ingest.ErrAppendUnavailable):
+		return errAppendUnavailable
+	case errors.Is(err, ingest.ErrEventTooLarge):
+		return errBodyTooLarge
+	case errors.Is(err, ingest.ErrProjectMismatch):
+		return errProjectMismatch
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or its deadline passed: not our fault, not an Error.
 		s.log.DebugContext(r.Context(), "request ended before its answer", "path", r.URL.Path, "err", err)
-		return errf(http.StatusServiceUnavailable, "request_cancelled", "the request ended before it could be answered").withHint("retry")
+		return errRequestCancelled
 	case errors.Is(err, store.ErrHandoffExists):
-		return errf(http.StatusConflict, "handoff_exists", "a contract with this handoffId exists with other content; its terms never change").withHint("move it with POST /v1/handoffs/{handoffId}/transitions")
+		return errHandoffExists
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return errf(http.StatusConflict, "idempotency_key_reused", "this idempotencyKey was used for a contract with other content")
+		return errIdempotencyKeyReused
 	case errors.Is(err, store.ErrVersionConflict):
 		return errPreconditionFailed
 	case errors.Is(err, correspondence.ErrSignatureEncoding):
-		return errf(http.StatusBadRequest, "signature_encoding_invalid", "signature.value_b64url is not 86 characters of canonical unpadded base64url")
+		return errSignatureEncoding
 	case errors.Is(err, correspondence.ErrSignatureInvalid):
-		return errf(http.StatusForbidden, "signature_invalid", "the signature does not verify under the sender's signing key")
+		return errSignatureInvalid
 	case errors.Is(err, correspondence.ErrEventIDMismatch):
-		return errf(http.StatusBadRequest, "event_id_mismatch", "event_id does not match the signed event").withHint("event_id = sha256: + hex(SHA-256(JCS(event without event_id)))")
+		return errEventIDMismatch
 	case errors.Is(err, store.ErrSenderNotActive):
-		return errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
+		return errSenderNotActive
 	case errors.Is(err, store.ErrEventIDCollision):
-		return errf(http.StatusConflict, "event_id_collision", "an event with this id is stored with different bytes")
+		return errEventIDCollision
 	case errors.Is(err, store.ErrExists):
-		return errf(http.StatusConflict, "already_exists", "a resource with this id already exists")
+		return errAlreadyExists
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound
 	case errors.Is(err, store.ErrUnavailable):
@@ -99,13 +190,6 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 	}
 	s.log.ErrorContext(r.Context(), "unhandled error", "method", r.Method, "path", r.URL.Path, "err", err)
 	return errInternal
-}
-
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
-	Issues  any    `json:"issues,omitempty"`
 }
 
 // writeError ends a request with the error's JSON body.
@@ -120,5 +204,20 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	s.writeJSON(w, r, ae.Status, "application/json", errorBody{Error: ae.Code, Message: ae.Message, Hint: ae.Hint, Issues: ae.Issues})
+	body := wire.Error{Error: ae.Code, Message: ae.Message, Hint: ae.Hint}
+	if ae.Issues != nil {
+		// An empty list is left out, as omitempty left it out before.
+		if b, err := marshalJSON(ae.Issues); err == nil && !emptyJSON(b) {
+			body.Issues = b
+		}
+	}
+	s.writeJSON(w, r, ae.Status, "application/json", body)
+}
+
+func emptyJSON(b []byte) bool {
+	switch string(b) {
+	case "[]", "{}", "null", `""`:
+		return true
+	}
+	return false
 }

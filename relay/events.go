@@ -2,87 +2,24 @@ package relay
 
 import (
 	"bytes"
-	"context"
-	"crypto/ed25519"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/acrelay/acrelay/atom"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
-// receiptJSON is the unsigned receipt of spec §7.
-type receiptJSON struct {
-	ReceivedSeq string `json:"received_seq"`
-	ReceivedAt  string `json:"received_at"`
-}
-
-// recordJSON is one record of GET /events (spec §9).
-type recordJSON struct {
-	Event          jsontext.Value `json:"event"`
-	Receipt        receiptJSON    `json:"receipt"`
-	MissingParents []string       `json:"missing_parents"`
-	LineageStatus  string         `json:"lineage_status"`
-}
-
-type warningJSON struct {
-	Code     string   `json:"code"`
-	Detail   string   `json:"detail"`
-	EventIDs []string `json:"event_ids,omitempty"`
-	Paths    []string `json:"paths,omitempty"`
-}
-
-// appendJSON is the POST answer (spec §9) after its first member, the
-// event's stored bytes, which appendBody writes as they are.
-type appendJSON struct {
-	Receipt        receiptJSON   `json:"receipt"`
-	MissingParents []string      `json:"missing_parents"`
-	LineageStatus  string        `json:"lineage_status"`
-	Warnings       []warningJSON `json:"warnings"`
-}
-
-// appendBody is the POST answer's bytes: {"event": the stored RFC 8785
-// bytes, then rest's members}. The event is written as stored, not
-// re-encoded: it is valid JSON by construction, and re-validating ~1 KB
-// on every append cost more than the rest of the answer.
-func appendBody(event []byte, rest appendJSON) ([]byte, error) {
-	tail, err := json.Marshal(rest, json.Deterministic(true))
-	if err != nil {
-		return nil, err
-	}
-	const head = `{"event":`
-	b := make([]byte, 0, len(head)+len(event)+len(tail))
-	b = append(b, head...)
-	b = append(b, event...)
-	b = append(b, ',')
-	return append(b, tail[1:]...), nil
-}
-
-type pageJSON struct {
-	After     *string `json:"after"`
-	NextAfter *string `json:"next_after"`
-	HasMore   bool    `json:"has_more"`
-}
-
-type eventsJSON struct {
-	Protocol string       `json:"protocol"`
-	Scope    string       `json:"scope"`
-	Events   []recordJSON `json:"events"`
-	Page     pageJSON     `json:"page"`
-}
-
-func receiptOf(rec store.Record) receiptJSON {
-	return receiptJSON{
+func receiptOf(rec store.Record) wire.Receipt {
+	return wire.Receipt{
 		ReceivedSeq: strconv.FormatInt(rec.ReceivedSeq, 10),
 		ReceivedAt:  correspondence.FormatTimestamp(rec.ReceivedAt),
 	}
@@ -95,8 +32,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func recordOf(rec store.Record) recordJSON {
-	return recordJSON{
+func recordOf(rec store.Record) wire.Record {
+	return wire.Record{
 		Event:          jsontext.Value(rec.Event),
 		Receipt:        receiptOf(rec),
 		MissingParents: nonNil(rec.MissingParents),
@@ -123,43 +60,18 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ev, err := correspondence.ParseEvent(raw)
+	res, err := s.ingest.Append(r.Context(), p.ProjectID, raw)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if ev.ProjectID != p.ProjectID {
-		s.writeError(w, r, errf(http.StatusForbidden, "project_mismatch", "project_id is not the project of the bearer token"))
-		return
-	}
-	if err := s.verifySender(r, ev); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	canonical, err := ev.CanonicalJSON()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.st.Append(r.Context(), ev, canonical)
-	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) || errors.Is(err, r.Context().Err()) {
-			err = errAppendUnavailable
-		}
-		s.writeError(w, r, err)
-		return
-	}
-	out := appendJSON{
-		Receipt:        receiptOf(res.Record),
-		MissingParents: nonNil(res.Record.MissingParents),
-		LineageStatus:  string(res.Record.LineageStatus),
-		Warnings:       []warningJSON{},
-	}
+	ev := res.Event
+	out := wire.AppendAnswer{Record: recordOf(res.Record), Warnings: []wire.Warning{}}
 	for i, wn := range res.Warnings {
-		if i == 16 { // spec §9: at most 16 warnings
+		if i == wire.MaxWarnings { // spec §9: at most 16 warnings
 			break
 		}
-		out.Warnings = append(out.Warnings, warningJSON{Code: wn.Code, Detail: wn.Detail, EventIDs: wn.EventIDs, Paths: wn.Paths})
+		out.Warnings = append(out.Warnings, wire.Warning{Code: wn.Code, Detail: wn.Detail, EventIDs: wn.EventIDs, Paths: wn.Paths})
 	}
 	status := http.StatusOK
 	if res.Created {
@@ -168,7 +80,7 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 	s.setCorrespondenceHeaders(w, r, ev.RepositoryID, ev.ThreadID, linkSet{
 		self: s.publicBase(r) + "/v1/correspondence/events?" + repoQuery(ev.RepositoryID, ev.ThreadID), selfType: mediaVendorJSON,
 	})
-	body, err := appendBody(res.Record.Event, out)
+	body, err := wire.MarshalAppend(out)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -176,68 +88,6 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 	// The store publishes the advance after its commit; the wake fan-out
 	// and the couriers follow it (spec §9), never this request.
 	s.writeBytes(w, r, status, mediaVendorJSON, body)
-}
-
-// verifySender checks that the signing key belongs to the sender identity
-// in the bearer's project and that the signature and event id verify
-// (spec §6). Whether the key and identity are still active is decided
-// inside the append transaction (store.ErrSenderNotActive), so revocation
-// takes effect on the very next append; here only a key's immutable facts
-// are needed, and they are cached.
-func (s *Server) verifySender(r *http.Request, ev *correspondence.Event) error {
-	notActive := errf(http.StatusForbidden, "sender_or_signing_key_not_active", "the sender identity or signing key is not active in this project")
-	key, err := s.keys.get(r.Context(), s.st, ev.ProjectID, ev.Sender.SigningKeyID)
-	if err != nil {
-		if isNotFound(err) {
-			return notActive
-		}
-		return err
-	}
-	if key.projectID != ev.ProjectID || key.identityID != ev.Sender.IdentityID {
-		return notActive
-	}
-	return ev.Verify(key.pub)
-}
-
-// keyFacts are the immutable facts of a signing key: a key id never
-// changes project, identity or public key (only its status changes).
-type keyFacts struct {
-	projectID, identityID string
-	pub                   ed25519.PublicKey
-}
-
-// keyCache caches keyFacts by (project, signing key id), bounded in size.
-type keyCache struct {
-	mu sync.Mutex
-	m  map[string]keyFacts
-}
-
-const keyCacheMax = 1 << 16
-
-func (c *keyCache) get(ctx context.Context, st store.Registry, projectID, id string) (keyFacts, error) {
-	cacheKey := projectID + "/" + id
-	c.mu.Lock()
-	f, ok := c.m[cacheKey]
-	c.mu.Unlock()
-	if ok {
-		return f, nil
-	}
-	k, err := st.GetKey(ctx, projectID, id)
-	if err != nil {
-		return keyFacts{}, err
-	}
-	pub, err := correspondence.DecodePublicKey(k.PublicKey)
-	if err != nil {
-		return keyFacts{}, store.ErrNotFound
-	}
-	f = keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= keyCacheMax {
-		c.m = make(map[string]keyFacts)
-	}
-	c.m[cacheKey] = f
-	c.mu.Unlock()
-	return f, nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
@@ -258,9 +108,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	n, err := io.Copy(&buf, io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, errf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+			return nil, errBodyTimeout
 		}
-		return nil, errf(http.StatusBadRequest, "body_unreadable", "the request body could not be read")
+		return nil, errBodyUnreadable
 	}
 	if n > limit {
 		return nil, errBodyTooLarge
@@ -273,7 +123,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 func readQuery(r *http.Request, allowed ...string) (map[string]string, error) {
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, errf(http.StatusBadRequest, "query_invalid", "the query string is malformed")
+		return nil, errQueryInvalid
 	}
 	out := make(map[string]string, len(vals))
 	for k, v := range vals {
@@ -285,10 +135,10 @@ func readQuery(r *http.Request, allowed ...string) (map[string]string, error) {
 			}
 		}
 		if !ok {
-			return nil, errf(http.StatusBadRequest, "query_parameter_unknown", "unknown query parameter").withHint("allowed: " + joinComma(allowed))
+			return nil, errQueryParameterUnknown.withHint("allowed: " + joinComma(allowed))
 		}
 		if len(v) != 1 {
-			return nil, errf(http.StatusBadRequest, "query_parameter_repeated", "a query parameter is repeated")
+			return nil, errQueryParameterRepeated
 		}
 		out[k] = v[0]
 	}
@@ -310,14 +160,14 @@ func joinComma(ss []string) string {
 func repoSelection(q map[string]string) (repo, thread string, err error) {
 	repo, ok := q["repository_id"]
 	if !ok {
-		return "", "", errf(http.StatusBadRequest, "repository_id_required", "repository_id is required on reads")
+		return "", "", errRepositoryIDRequired
 	}
 	if !correspondence.ValidOpaqueID(repo) {
-		return "", "", errf(http.StatusBadRequest, "repository_id_invalid", "repository_id is not a valid opaque id")
+		return "", "", errRepositoryIDInvalid
 	}
 	if t, ok := q["thread_id"]; ok {
 		if !correspondence.ValidOpaqueID(t) {
-			return "", "", errf(http.StatusBadRequest, "thread_id_invalid", "thread_id is not a valid opaque id")
+			return "", "", errThreadIDInvalid
 		}
 		thread = t
 	}
@@ -326,15 +176,15 @@ func repoSelection(q map[string]string) (repo, thread string, err error) {
 
 // seqCursor reads the optional "after" parameter: an exclusive cursor
 // (received_seq or version number). afterStr echoes it (nil when absent).
-// Error: 400 after_invalid with msg.
-func seqCursor(q map[string]string, msg string) (after int64, afterStr *string, err error) {
+// Error: invalid (400 after_invalid with its message).
+func seqCursor(q map[string]string, invalid *apiError) (after int64, afterStr *string, err error) {
 	a, ok := q["after"]
 	if !ok {
 		return 0, nil, nil
 	}
 	n, ok := parseSeq(a)
 	if !ok {
-		return 0, nil, errf(http.StatusBadRequest, "after_invalid", msg)
+		return 0, nil, invalid
 	}
 	return n, &a, nil
 }
@@ -348,7 +198,7 @@ func pageLimit(q map[string]string) (int, error) {
 	}
 	n, ok := parseSeq(l)
 	if !ok || n < 1 || n > 200 {
-		return 0, errf(http.StatusBadRequest, "limit_invalid", "limit must be an integer from 1 to 200")
+		return 0, errLimitInvalid
 	}
 	return int(n), nil
 }
@@ -387,7 +237,7 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 		s.writeError(w, r, err)
 		return
 	}
-	after, afterStr, err := seqCursor(q, "after must be a received_seq: a decimal string without leading zeros")
+	after, afterStr, err := seqCursor(q, errAfterNotSeq)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -444,8 +294,8 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 	if media == mediaAtom {
 		body = s.renderAtom(r, page, repo, thread, self, jsonURL, ls.next)
 	} else {
-		out := eventsJSON{Protocol: correspondence.Protocol, Scope: "project_private", Events: make([]recordJSON, 0, len(page.Records)),
-			Page: pageJSON{After: afterStr, NextAfter: nextAfter, HasMore: page.HasMore}}
+		out := wire.Events{Protocol: correspondence.Protocol, Scope: "project_private", Events: make([]wire.Record, 0, len(page.Records)),
+			Page: wire.Page{After: afterStr, NextAfter: nextAfter, HasMore: page.HasMore}}
 		for _, rec := range page.Records {
 			out.Events = append(out.Events, recordOf(rec))
 		}

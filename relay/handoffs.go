@@ -16,6 +16,7 @@ import (
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/handoff"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Handoff contracts over HTTP (spec/handoff-contract-1.md "HTTP").
@@ -68,7 +69,7 @@ type handoffRowJSON struct {
 
 type handoffListJSON struct {
 	Handoffs []handoffRowJSON `json:"handoffs"`
-	Page     pageJSON         `json:"page"`
+	Page     wire.Page        `json:"page"`
 }
 
 type handoffVersionJSON struct {
@@ -80,21 +81,7 @@ type handoffVersionJSON struct {
 type handoffVersionsJSON struct {
 	HandoffID string               `json:"handoff_id"`
 	Versions  []handoffVersionJSON `json:"versions"`
-	Page      pageJSON             `json:"page"`
-}
-
-var (
-	errHandoffIDInvalid     = errf(http.StatusBadRequest, "handoff_id_invalid", "the handoff id in the URL is not a canonical lowercase UUID")
-	errHandoffIDMismatch    = errf(http.StatusBadRequest, "handoff_id_mismatch", "handoffId in the body is not the handoff id in the URL")
-	errPreconditionRequired = errf(http.StatusPreconditionRequired, "precondition_required", "a transition needs If-Match with the contract's current ETag").withHint("GET the contract and send its ETag in If-Match")
-	errHandoffAbsent        = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match: no such contract exists").withHint("PUT without If-Match to create it")
-	errHandoffPresent       = errf(http.StatusPreconditionFailed, "precondition_failed", "If-None-Match: the contract already exists").withHint("GET it, or PUT without If-None-Match to replay its creation")
-	errPreconditionFailed   = errf(http.StatusPreconditionFailed, "precondition_failed", "If-Match does not match the contract's current ETag").withHint("GET the contract again and retry with its ETag")
-	errTransitionBody       = errf(http.StatusBadRequest, "transition_invalid", `the body must be {"to": state, "result"?: object}`)
-)
-
-func contractInvalid(issues []handoff.Issue) *apiError {
-	return &apiError{Status: http.StatusUnprocessableEntity, Code: "contract_invalid", Message: "the contract violates the handoff contract schema", Issues: issues}
+	Page      wire.Page            `json:"page"`
 }
 
 // handoffID reads and checks the {handoff_id} path variable.
@@ -302,7 +289,7 @@ func (s *Server) handleHandoffTransition(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if !slices.Contains(handoff.States, handoff.State(to)) {
-		s.writeError(w, r, errf(http.StatusBadRequest, "state_invalid", "to is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled"))
+		s.writeError(w, r, errToStateInvalid)
 		return
 	}
 	cur, err := s.st.Handoff(r.Context(), p.ProjectID, id)
@@ -372,7 +359,7 @@ func parseTransition(raw []byte) (string, *canonicaljson.Value, error) {
 // with the lifecycle's code).
 func nextVersion(cur store.HandoffVersion, to string, result *canonicaljson.Value) (store.HandoffVersion, error) {
 	if cur.Version >= MaxHandoffVersions {
-		return store.HandoffVersion{}, errf(http.StatusConflict, "version_limit_reached", "this contract has reached its limit of 1000 versions").withHint("create a new contract for further work")
+		return store.HandoffVersion{}, errVersionLimit
 	}
 	doc, err := canonicaljson.ParseObject(cur.Contract)
 	if err != nil {
@@ -446,14 +433,14 @@ func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 	hq := store.HandoffQuery{ProjectID: p.ProjectID, Limit: 50}
 	if st, ok := q["state"]; ok {
 		if !validState(st) {
-			s.writeError(w, r, errf(http.StatusBadRequest, "state_invalid", "state is not a contract state").withHint("proposed, accepted, running, blocked, verifying, succeeded, failed or cancelled"))
+			s.writeError(w, r, errStateInvalid)
 			return
 		}
 		hq.State = st
 	}
 	if a, ok := q["assignee"]; ok {
 		if a == "" {
-			s.writeError(w, r, errf(http.StatusBadRequest, "assignee_invalid", "assignee must be a non-empty assignee id"))
+			s.writeError(w, r, errAssigneeInvalid)
 			return
 		}
 		hq.AssigneeID = a
@@ -461,7 +448,7 @@ func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 	var afterStr *string
 	if a, ok := q["after"]; ok {
 		if !handoff.ValidHandoffID(a) {
-			s.writeError(w, r, errf(http.StatusBadRequest, "after_invalid", "after must be the handoff id that ended the previous page"))
+			s.writeError(w, r, errAfterNotHandoffID)
 			return
 		}
 		hq.After, afterStr = a, &a
@@ -472,14 +459,14 @@ func (s *Server) handleHandoffList(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := s.st.Handoffs(r.Context(), hq)
 	if errors.Is(err, store.ErrNotFound) {
-		err = errf(http.StatusBadRequest, "after_invalid", "after must be the handoff id that ended the previous page")
+		err = errAfterNotHandoffID
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	now := time.Now()
-	out := handoffListJSON{Handoffs: make([]handoffRowJSON, 0, len(page.Versions)), Page: pageJSON{After: afterStr, NextAfter: afterStr, HasMore: page.HasMore}}
+	out := handoffListJSON{Handoffs: make([]handoffRowJSON, 0, len(page.Versions)), Page: wire.Page{After: afterStr, NextAfter: afterStr, HasMore: page.HasMore}}
 	for _, v := range page.Versions {
 		var c handoff.Contract
 		if err := json.Unmarshal(v.Contract, &c); err != nil {
@@ -518,7 +505,7 @@ func (s *Server) handleHandoffVersions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	after, afterStr, err := seqCursor(q, "after must be a version number: a decimal string without leading zeros")
+	after, afterStr, err := seqCursor(q, errAfterNotVersion)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -533,7 +520,7 @@ func (s *Server) handleHandoffVersions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := handoffVersionsJSON{HandoffID: id, Versions: make([]handoffVersionJSON, 0, len(vs)), Page: pageJSON{After: afterStr, NextAfter: afterStr, HasMore: more}}
+	out := handoffVersionsJSON{HandoffID: id, Versions: make([]handoffVersionJSON, 0, len(vs)), Page: wire.Page{After: afterStr, NextAfter: afterStr, HasMore: more}}
 	size := 0
 	for i, v := range vs {
 		// A page stops early at maxVersionsPageBytes of contracts (each may

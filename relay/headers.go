@@ -173,11 +173,6 @@ func ifMatchStrong(vals []string, etag string) bool {
 	return star || slices.Contains(tags, etag)
 }
 
-// errRepresentationChanged answers a GET or HEAD whose If-Match names
-// none of the representation's current ETag.
-var errRepresentationChanged = errf(http.StatusPreconditionFailed, "precondition_failed",
-	"If-Match does not match the representation's current ETag").withHint("GET it again without If-Match for the current bytes and ETag")
-
 // writeRepresentation ends a GET/HEAD with body under a strong ETag,
 // evaluating preconditions in RFC 9110 §13.2.2's order: 412 when an
 // If-Match list holds neither * nor that ETag (strong comparison), else

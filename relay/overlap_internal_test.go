@@ -10,13 +10,14 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // bruteOverlaps is the definition: every pair, every path pair, §4 rule.
-func bruteOverlaps(claims []store.ActiveClaim) ([]overlapJSON, bool) {
+func bruteOverlaps(claims []store.ActiveClaim) ([]wire.Overlap, bool) {
 	sorted := slices.Clone(claims)
 	slices.SortFunc(sorted, func(a, b store.ActiveClaim) int { return strings.Compare(a.EventID, b.EventID) })
-	rows := []overlapJSON{}
+	rows := []wire.Overlap{}
 	more := false
 	for i := range sorted {
 		for j := i + 1; j < len(sorted); j++ {
@@ -49,7 +50,7 @@ func bruteOverlaps(claims []store.ActiveClaim) ([]overlapJSON, bool) {
 			if len(paths) > maxOverlapPaths {
 				paths, more = paths[:maxOverlapPaths], true
 			}
-			rows = append(rows, overlapJSON{LeftEventID: sorted[i].EventID, RightEventID: sorted[j].EventID, Paths: paths})
+			rows = append(rows, wire.Overlap{LeftEventID: sorted[i].EventID, RightEventID: sorted[j].EventID, Paths: paths})
 		}
 	}
 	return rows, more

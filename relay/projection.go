@@ -13,6 +13,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Bounds of the voice conflict lists (spec §9).
@@ -21,82 +22,8 @@ const (
 	maxOverlapPaths = 16  // paths per overlapping_claims row
 )
 
-// Values of projection_status (spec §9).
-const (
-	projectionComplete    = "complete"
-	projectionTruncated   = "truncated"
-	projectionUnavailable = "unavailable"
-)
-
 // epochEvaluatedAt is evaluated_at for an empty stream (spec §8).
 const epochEvaluatedAt = "1970-01-01T00:00:00.000Z"
-
-// activeClaimJSON is one active row (spec §8).
-type activeClaimJSON struct {
-	ClaimID           string         `json:"claim_id"`
-	Generation        int64          `json:"generation"`
-	EventID           string         `json:"event_id"`
-	OwnerIdentityID   string         `json:"owner_identity_id"`
-	DeviceID          string         `json:"device_id"`
-	SessionID         string         `json:"session_id"`
-	ThreadID          string         `json:"thread_id"`
-	Scope             jsontext.Value `json:"scope"`
-	ExpiresAt         string         `json:"expires_at"`
-	Conflicted        bool           `json:"conflicted"`
-	CompetingEventIDs []string       `json:"competing_event_ids"`
-}
-
-// claimsJSON is the body of GET /claims (spec §9).
-type claimsJSON struct {
-	Protocol         string            `json:"protocol"`
-	Scope            string            `json:"scope"`
-	EvaluatedAt      string            `json:"evaluated_at"`
-	Cursor           *string           `json:"cursor"`
-	ProjectionStatus string            `json:"projection_status"`
-	Truncated        bool              `json:"truncated"`
-	Claims           []activeClaimJSON `json:"claims"`
-}
-
-type missingParentsJSON struct {
-	EventID          string   `json:"event_id"`
-	MissingParentIDs []string `json:"missing_parent_ids"`
-}
-
-type sessionForkJSON struct {
-	IdentityID string   `json:"identity_id"`
-	DeviceID   string   `json:"device_id"`
-	SessionID  string   `json:"session_id"`
-	SessionSeq int64    `json:"session_seq"`
-	EventIDs   []string `json:"event_ids"`
-}
-
-type overlapJSON struct {
-	LeftEventID  string   `json:"left_event_id"`
-	RightEventID string   `json:"right_event_id"`
-	Paths        []string `json:"paths"`
-}
-
-type conflictsJSON struct {
-	MissingParents    []missingParentsJSON `json:"missing_parents"`
-	SessionForks      []sessionForkJSON    `json:"session_forks"`
-	OverlappingClaims []overlapJSON        `json:"overlapping_claims"`
-}
-
-// voiceJSON is the body of GET /voice (spec §9).
-type voiceJSON struct {
-	Protocol         string            `json:"protocol"`
-	Scope            string            `json:"scope"`
-	EvaluatedAt      string            `json:"evaluated_at"`
-	Cursor           *string           `json:"cursor"`
-	ProjectionStatus string            `json:"projection_status"`
-	Truncated        bool              `json:"truncated"`
-	RecentEvents     []recordJSON      `json:"recent_events"`
-	ActiveClaims     []activeClaimJSON `json:"active_claims"`
-	Conflicts        conflictsJSON     `json:"conflicts"`
-}
-
-var errProjectionUnavailable = errf(http.StatusServiceUnavailable, "correspondence_projection_unavailable",
-	"the claims projection cannot be read right now").withHint("retry later; an empty answer is never served in its place")
 
 // handleClaims serves the active-claims projection (spec §8, §9).
 func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +44,7 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 	}
 	path, hasPath := q["path"]
 	if hasPath && !correspondence.ValidPath(path) {
-		s.writeError(w, r, errf(http.StatusBadRequest, "path_invalid", "path is not a valid path prefix (spec §4)"))
+		s.writeError(w, r, errPathInvalid)
 		return
 	}
 	media, ok := negotiate(r, offersJSON)
@@ -132,7 +59,7 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	truncated := snap.Truncated || snap.LineageIncomplete
-	out := claimsJSON{
+	out := wire.Claims[jsontext.Value]{
 		Protocol: correspondence.Protocol, Scope: "project_private",
 		EvaluatedAt: evaluatedAt(snap), Cursor: cursorOf(snap.Head),
 		ProjectionStatus: statusOf(truncated, false), Truncated: truncated,
@@ -169,13 +96,13 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, projectionErr(err))
 		return
 	}
-	out := voiceJSON{
+	out := wire.Voice[jsontext.Value]{
 		Protocol: correspondence.Protocol, Scope: "project_private",
 		EvaluatedAt: evaluatedAt(snap.ClaimsSnapshot), Cursor: cursorOf(snap.Head),
-		RecentEvents: make([]recordJSON, 0, len(snap.Recent)),
+		RecentEvents: make([]wire.Record, 0, len(snap.Recent)),
 		ActiveClaims: activeRows(snap.Claims),
-		Conflicts: conflictsJSON{
-			MissingParents: []missingParentsJSON{}, SessionForks: []sessionForkJSON{}, OverlappingClaims: []overlapJSON{},
+		Conflicts: wire.Conflicts{
+			MissingParents: []wire.MissingParents{}, SessionForks: []wire.SessionFork{}, OverlappingClaims: []wire.Overlap{},
 		},
 	}
 	truncated := snap.RecentTruncated || snap.Truncated || snap.LineageIncomplete
@@ -183,11 +110,11 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 		out.RecentEvents = append(out.RecentEvents, recordOf(rec))
 		if len(rec.MissingParents) > 0 {
 			out.Conflicts.MissingParents = append(out.Conflicts.MissingParents,
-				missingParentsJSON{EventID: rec.EventID, MissingParentIDs: rec.MissingParents})
+				wire.MissingParents{EventID: rec.EventID, MissingParentIDs: rec.MissingParents})
 		}
 	}
 	for _, f := range snap.SessionForks {
-		out.Conflicts.SessionForks = append(out.Conflicts.SessionForks, sessionForkJSON{IdentityID: f.IdentityID,
+		out.Conflicts.SessionForks = append(out.Conflicts.SessionForks, wire.SessionFork{IdentityID: f.IdentityID,
 			DeviceID: f.DeviceID, SessionID: f.SessionID, SessionSeq: f.SessionSeq, EventIDs: f.EventIDs})
 		truncated = truncated || f.Truncated
 	}
@@ -273,17 +200,17 @@ func cursorOf(head int64) *string {
 func statusOf(truncated, unavailable bool) string {
 	switch {
 	case unavailable:
-		return projectionUnavailable
+		return wire.ProjectionUnavailable
 	case truncated:
-		return projectionTruncated
+		return wire.ProjectionTruncated
 	}
-	return projectionComplete
+	return wire.ProjectionComplete
 }
 
-func activeRows(claims []store.ActiveClaim) []activeClaimJSON {
-	out := make([]activeClaimJSON, 0, len(claims))
+func activeRows(claims []store.ActiveClaim) []wire.ActiveClaim[jsontext.Value] {
+	out := make([]wire.ActiveClaim[jsontext.Value], 0, len(claims))
 	for _, c := range claims {
-		out = append(out, activeClaimJSON{
+		out = append(out, wire.ActiveClaim[jsontext.Value]{
 			ClaimID: c.ClaimID, Generation: c.Generation, EventID: c.EventID, OwnerIdentityID: c.RootIdentityID,
 			DeviceID: c.DeviceID, SessionID: c.SessionID, ThreadID: c.ThreadID, Scope: jsontext.Value(c.Scope),
 			ExpiresAt:  correspondence.FormatTimestamp(c.ExpiresAt),
@@ -298,7 +225,7 @@ func activeRows(claims []store.ActiveClaim) []activeClaimJSON {
 // order: for each overlapping pair of prefixes the shorter one (the one
 // that contains the other), unique and sorted, at most maxOverlapPaths.
 // more is true when rows or paths were cut.
-func overlappingClaims(claims []store.ActiveClaim) (rows []overlapJSON, more bool) {
+func overlappingClaims(claims []store.ActiveClaim) (rows []wire.Overlap, more bool) {
 	sorted := slices.Clone(claims)
 	slices.SortFunc(sorted, func(a, b store.ActiveClaim) int { return strings.Compare(a.EventID, b.EventID) })
 	n := len(sorted)
@@ -361,7 +288,7 @@ func overlappingClaims(claims []store.ActiveClaim) (rows []overlapJSON, more boo
 		}
 		return a[1] - b[1]
 	})
-	rows = []overlapJSON{}
+	rows = []wire.Overlap{}
 	for _, k := range keys {
 		if len(rows) == maxOverlaps {
 			return rows, true
@@ -372,7 +299,7 @@ func overlappingClaims(claims []store.ActiveClaim) (rows []overlapJSON, more boo
 		if len(paths) > maxOverlapPaths {
 			paths, more = paths[:maxOverlapPaths], true
 		}
-		rows = append(rows, overlapJSON{LeftEventID: sorted[k[0]].EventID, RightEventID: sorted[k[1]].EventID, Paths: paths})
+		rows = append(rows, wire.Overlap{LeftEventID: sorted[k[0]].EventID, RightEventID: sorted[k[1]].EventID, Paths: paths})
 	}
 	return rows, more
 }

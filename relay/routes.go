@@ -19,7 +19,7 @@ func (s *Server) Handler() http.Handler {
 	m := mux.NewRouter().SkipClean(true)
 	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errNotFound) })
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errf(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this resource"))
+		s.writeError(w, r, errMethodNotAllowed)
 	})
 	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
 

@@ -11,12 +11,14 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/token"
 	"github.com/acrelay/acrelay/store"
 )
 
-// MaxEventBytes is the raw POST body cap of spec §3 (413 body_too_large).
-const MaxEventBytes = 65536
+// MaxEventBytes is the raw POST body cap of spec §3 (413 body_too_large):
+// ingest.MaxEventBytes, enforced here while the body is read.
+const MaxEventBytes = ingest.MaxEventBytes
 
 // Config holds what a Server needs. cmd/acrelay builds it from flags.
 type Config struct {
@@ -48,7 +50,7 @@ type Server struct {
 	log    *slog.Logger
 	public string
 	wake   *wakeFanout
-	keys   keyCache
+	ingest *ingest.Ingester
 
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
@@ -62,7 +64,7 @@ func New(st store.Store, cfg Config) *Server {
 	if cfg.OperatorTokenHash == nil && cfg.OperatorToken != "" {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
-	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/")}
+	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/"), ingest: ingest.New(st, ingest.Options{})}
 	maxStreams := cfg.WakeMaxStreamsPerToken
 	if maxStreams == 0 {
 		maxStreams = DefaultWakeMaxStreamsPerToken

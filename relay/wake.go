@@ -95,10 +95,6 @@ func newWakeFanout(st store.Store, log *slog.Logger, maxPerToken int) *wakeFanou
 	return &wakeFanout{reg: st, advances: st, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
 }
 
-// errTooManyStreams refuses a stream beyond the per-token cap: one read
-// token must not be able to hold the process's file descriptors.
-var errTooManyStreams = errf(http.StatusTooManyRequests, "too_many_streams", "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
-
 // subscribe registers a stream for identityID of projectID.
 func (h *wakeFanout) subscribe(projectID, identityID, tokenID string) (*wakeSub, error) {
 	h.mu.Lock() // held while adding, so unsubscribe cannot forget p meanwhile
@@ -398,20 +394,20 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q["keys"] != wakeKey {
-		s.writeError(w, r, errf(http.StatusBadRequest, "keys_invalid", "keys must be correspondence"))
+		s.writeError(w, r, errKeysInvalid)
 		return
 	}
 	identityID, ok := q["identity_id"]
 	if !ok {
-		s.writeError(w, r, errf(http.StatusBadRequest, "identity_id_required", "identity_id is required"))
+		s.writeError(w, r, errIdentityIDRequired)
 		return
 	}
 	if !correspondence.ValidUUID(identityID) {
-		s.writeError(w, r, errf(http.StatusBadRequest, "identity_id_invalid", "identity_id is not a canonical lowercase UUID"))
+		s.writeError(w, r, errIdentityIDInvalid)
 		return
 	}
 	if _, ok := negotiate(r, []string{mediaEventStream}); !ok {
-		s.writeError(w, r, errf(http.StatusNotAcceptable, "not_acceptable", "no acceptable representation").withHint("accept text/event-stream"))
+		s.writeError(w, r, errNotAcceptableStream)
 		return
 	}
 	ident, err := s.st.GetIdentity(r.Context(), p.ProjectID, identityID)
@@ -423,7 +419,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	case ident.Status != store.StatusActive:
-		s.writeError(w, r, errf(http.StatusForbidden, "identity_not_active", "the identity is not active in this project"))
+		s.writeError(w, r, errIdentityNotActive)
 		return
 	}
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/wire"
 )
 
 func init() { rootCmd.AddCommand(newHandoffCmd()) }
@@ -77,7 +78,7 @@ With --json the output is {"valid": bool, "issues": [{"pointer","message"}]}.`,
 					fmt.Fprintf(out, "%s: %s\n", ptr, i.Message)
 				}
 			}
-			return &exitError{code: exitRefused, err: fmt.Errorf("contract_invalid: %d schema violation(s)", len(issues))}
+			return &exitError{code: exitRefused, err: fmt.Errorf("%s: %d schema violation(s)", wire.CodeContractInvalid, len(issues))}
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"valid","issues"} as JSON`)

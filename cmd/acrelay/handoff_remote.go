@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/client"
 	"github.com/acrelay/acrelay/handoff"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // handoffRemote is what the three commands share: relay URL and token
@@ -29,32 +30,8 @@ type handoffRemote struct {
 	relay relayFlags
 }
 
-// relayError is an error answer {"error","message","hint"?,"issues"?}.
-type relayError struct {
-	Status  int
-	Code    string          `json:"error"`
-	Message string          `json:"message"`
-	Hint    string          `json:"hint"`
-	Issues  []handoff.Issue `json:"issues"`
-}
-
-func (e *relayError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "relay answered %d %s", e.Status, e.Code)
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
-	if e.Hint != "" {
-		b.WriteString(" (hint: " + e.Hint + ")")
-	}
-	for _, i := range e.Issues {
-		fmt.Fprintf(&b, "\n  %s", i)
-	}
-	return b.String()
-}
-
 // do sends one request and returns the body of a 2xx answer and its
-// headers; any other status is a *relayError wrapped in an exitError.
+// headers; any other status is a *client.APIError wrapped in an exitError.
 func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte, header http.Header) ([]byte, http.Header, error) {
 	if h.relay.url == "" {
 		return nil, nil, &exitError{code: exitInput, err: errors.New("no relay URL: set --url or ACRELAY_URL")}
@@ -91,18 +68,14 @@ func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte
 		return nil, nil, &exitError{code: exitInput, err: fmt.Errorf("%s %s: read answer: %w", method, path, err)}
 	}
 	if resp.StatusCode/100 != 2 {
-		re := &relayError{Status: resp.StatusCode}
-		if json.Unmarshal(b, re) != nil || re.Code == "" {
-			re.Code = http.StatusText(resp.StatusCode)
-		}
-		return nil, nil, &exitError{code: exitRefused, err: re}
+		return nil, nil, &exitError{code: exitRefused, err: client.ParseAPIError(resp.StatusCode, b)}
 	}
 	return b, resp.Header, nil
 }
 
 func handoffPath(id string) (string, error) {
 	if !handoff.ValidHandoffID(id) {
-		return "", &exitError{code: exitInput, err: errors.New("handoff_id_invalid: the handoff id must be a canonical lowercase UUID")}
+		return "", &exitError{code: exitInput, err: errors.New(wire.CodeHandoffIDInvalid + ": the handoff id must be a canonical lowercase UUID")}
 	}
 	return "/v1/handoffs/" + url.PathEscape(id), nil
 }
@@ -138,7 +111,7 @@ handoff_exists (409) and contract_invalid (422) exit 1.`,
 				for _, i := range issues {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", i)
 				}
-				return &exitError{code: exitRefused, err: fmt.Errorf("contract_invalid: %d schema violation(s); nothing sent", len(issues))}
+				return &exitError{code: exitRefused, err: fmt.Errorf("%s: %d schema violation(s); nothing sent", wire.CodeContractInvalid, len(issues))}
 			}
 			path, err := handoffPath(c.HandoffID)
 			if err != nil {

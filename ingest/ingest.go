@@ -1,0 +1,180 @@
+package ingest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// MaxEventBytes is the largest event, in bytes of its raw JSON, that is
+// accepted (spec §3). The relay refuses a larger POST body with 413
+// body_too_large before reading it all; Append refuses one for callers that
+// have no body limit of their own (a Matrix submission, a peer's record).
+const MaxEventBytes = 65536
+
+// DefaultKeyCacheSize is the number of signing keys whose immutable facts
+// an Ingester caches when Options.KeyCacheSize is 0.
+const DefaultKeyCacheSize = 1 << 16
+
+// Errors of Append. The correspondence, canonicaljson and store errors
+// listed in the package documentation are passed through, wrapped.
+var (
+	// ErrEventTooLarge: the raw event exceeds MaxEventBytes (spec §3).
+	ErrEventTooLarge = errors.New("event exceeds 65536 bytes")
+	// ErrProjectMismatch: the event's project_id is not the project the
+	// caller speaks for (spec §3, §10).
+	ErrProjectMismatch = errors.New("event project_id is not the caller's project")
+	// ErrSenderNotActive is store.ErrSenderNotActive: the signing key is
+	// unknown in the project, belongs to another identity, or it or its
+	// identity is not active (spec §3, §6). The same value is returned
+	// whether the check failed before the transaction (unknown key) or
+	// inside it (a revoked key), so one errors.Is covers both.
+	ErrSenderNotActive = store.ErrSenderNotActive
+	// ErrAppendUnavailable: the log cannot accept events right now (the
+	// store is unavailable, or ctx ended during the append). The event may
+	// or may not be stored; retrying the same bytes is safe (spec §7).
+	ErrAppendUnavailable = errors.New("append unavailable")
+)
+
+// Store is what an Ingester needs: the signing keys of the registry and
+// the append of the event log. store.Store satisfies it.
+type Store interface {
+	// GetKey returns a signing key of a project (any status). Errors:
+	// store.ErrNotFound, store.ErrUnavailable.
+	GetKey(ctx context.Context, projectID, id string) (store.SigningKey, error)
+	// Append is store.Log.Append.
+	Append(ctx context.Context, ev *correspondence.Event, canonical []byte) (store.AppendResult, error)
+}
+
+var _ Store = store.Store(nil)
+
+// Options tune an Ingester. The zero value is the default.
+type Options struct {
+	// KeyCacheSize bounds the key cache (entries); 0 means
+	// DefaultKeyCacheSize. When full, the cache starts over empty.
+	KeyCacheSize int
+}
+
+// Ingester appends untrusted events to the log. It is safe for concurrent
+// use and starts no goroutines.
+type Ingester struct {
+	st   Store
+	keys keyCache
+}
+
+// New returns an Ingester over st.
+func New(st Store, opts Options) *Ingester {
+	n := opts.KeyCacheSize
+	if n <= 0 {
+		n = DefaultKeyCacheSize
+	}
+	return &Ingester{st: st, keys: keyCache{max: n}}
+}
+
+// Result is the outcome of Append: the store's answer (the stored record
+// with its receipt, Created false for an exact retry, the warnings of spec
+// §9) and the parsed event (its repository and thread ids, for example).
+type Result struct {
+	store.AppendResult
+	Event *correspondence.Event
+}
+
+// Append checks raw, an untrusted event, for the project projectID and
+// stores it (spec §3, §6, §7), in the order and with the errors given in
+// the package documentation. An exact retry of a stored event returns the
+// original record with Created false.
+func (in *Ingester) Append(ctx context.Context, projectID string, raw []byte) (Result, error) {
+	if len(raw) > MaxEventBytes {
+		return Result{}, ErrEventTooLarge
+	}
+	ev, err := correspondence.ParseEvent(raw)
+	if err != nil {
+		return Result{}, fmt.Errorf("parse event: %w", err)
+	}
+	if ev.ProjectID != projectID {
+		return Result{}, ErrProjectMismatch
+	}
+	if err := in.verifySender(ctx, ev); err != nil {
+		return Result{}, err
+	}
+	canonical, err := ev.CanonicalJSON()
+	if err != nil {
+		return Result{}, fmt.Errorf("canonicalize %s: %w", ev.ID, err)
+	}
+	res, err := in.st.Append(ctx, ev, canonical)
+	if err != nil {
+		if errors.Is(err, store.ErrUnavailable) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+			return Result{}, fmt.Errorf("append %s: %w: %w", ev.ID, ErrAppendUnavailable, err)
+		}
+		return Result{}, fmt.Errorf("append %s: %w", ev.ID, err)
+	}
+	return Result{AppendResult: res, Event: ev}, nil
+}
+
+// verifySender checks that the signing key belongs to the sender identity
+// in the event's project and that the signature and event id verify (spec
+// §6). Whether the key and identity are still active is decided inside the
+// append transaction (store.ErrSenderNotActive), so revocation takes effect
+// on the very next append; here only a key's immutable facts are needed,
+// and they are cached.
+func (in *Ingester) verifySender(ctx context.Context, ev *correspondence.Event) error {
+	key, err := in.keys.get(ctx, in.st, ev.ProjectID, ev.Sender.SigningKeyID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, ErrSenderNotActive)
+		}
+		return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, err)
+	}
+	if key.projectID != ev.ProjectID || key.identityID != ev.Sender.IdentityID {
+		return fmt.Errorf("signing key %s of another identity: %w", ev.Sender.SigningKeyID, ErrSenderNotActive)
+	}
+	if err := ev.Verify(key.pub); err != nil {
+		return fmt.Errorf("verify %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// keyFacts are the immutable facts of a signing key: a key id never
+// changes project, identity or public key (only its status changes).
+type keyFacts struct {
+	projectID, identityID string
+	pub                   ed25519.PublicKey
+}
+
+// keyCache caches keyFacts by (project, signing key id), at most max.
+type keyCache struct {
+	max int
+	mu  sync.Mutex
+	m   map[string]keyFacts
+}
+
+func (c *keyCache) get(ctx context.Context, st Store, projectID, id string) (keyFacts, error) {
+	cacheKey := projectID + "/" + id
+	c.mu.Lock()
+	f, ok := c.m[cacheKey]
+	c.mu.Unlock()
+	if ok {
+		return f, nil
+	}
+	k, err := st.GetKey(ctx, projectID, id)
+	if err != nil {
+		return keyFacts{}, err
+	}
+	pub, err := correspondence.DecodePublicKey(k.PublicKey)
+	if err != nil {
+		return keyFacts{}, store.ErrNotFound // a stored key that cannot verify anything
+	}
+	f = keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string]keyFacts)
+	}
+	c.m[cacheKey] = f
+	c.mu.Unlock()
+	return f, nil
+}
