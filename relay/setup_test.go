@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,8 +135,6 @@ type agent struct {
 	seq                                               atomic.Int64
 }
 
-var uuidCounter atomic.Int64
-
 func newUUID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -238,10 +235,6 @@ func eventJSON(t *testing.T, ev *correspondence.Event) []byte {
 func (e *env) post(a *agent, ev *correspondence.Event) resp {
 	e.t.Helper()
 	return e.do("POST", "/v1/correspondence/events", a.Token, eventJSON(e.t, ev))
-}
-
-func hasLink(h http.Header, fragment string) bool {
-	return strings.Contains(h.Get("Link"), fragment)
 }
 
 func jsonEncode(v any) (string, error) {
