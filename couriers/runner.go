@@ -162,7 +162,8 @@ type target struct {
 	failingSince time.Time
 	notBefore    time.Time // local clock
 	lastErr      string
-	reported     bool // FailingReporter told for this run of failures
+	reported     bool  // FailingReporter told for this run of failures
+	retryUpTo    int64 // the failed batch's last received_seq: a retry resends exactly that batch
 }
 
 // NewRunner returns a Runner; it starts nothing until Run.
@@ -247,6 +248,7 @@ type result struct {
 	fence     int64
 	target    string
 	cursor    int64
+	failedAt  int64              // last received_seq of the batch that failed
 	state     *store.TargetState // after a recorded failure
 	err       error
 }
@@ -455,7 +457,7 @@ func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *s
 			}
 			r.inflight[key] = true
 			w := worker{r: r, projectID: id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
-				failures: t.failures, results: results}
+				failures: t.failures, upTo: t.retryUpTo, results: results}
 			workers.Go(w.run)
 		}
 	}
@@ -477,7 +479,7 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 	t.cursor = max(t.cursor, res.cursor)
 	switch {
 	case res.err == nil:
-		t.failures, t.failingSince, t.notBefore, t.lastErr, t.reported = 0, time.Time{}, time.Time{}, "", false
+		t.failures, t.failingSince, t.notBefore, t.lastErr, t.reported, t.retryUpTo = 0, time.Time{}, time.Time{}, "", false, 0
 	case errors.Is(res.err, ErrTargetGone):
 		delete(p.targets, res.target)
 	case errors.Is(res.err, store.ErrLeaseLost):
@@ -486,6 +488,7 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 		delete(r.projects, res.projectID)
 	default:
 		r.lastErr = res.err.Error()
+		t.retryUpTo = res.failedAt
 		if res.state != nil {
 			t.failures, t.failingSince, t.lastErr = res.state.Failures, res.state.FailingSince, res.state.LastError
 			t.notBefore = time.Now().Add(res.state.RetryIn)
@@ -513,12 +516,13 @@ type worker struct {
 	target    Target
 	cursor    int64
 	failures  int
+	upTo      int64 // > 0: the first batch ends there (a retry of a failed batch)
 	results   chan<- result
 }
 
 func (w worker) run() {
 	res := result{projectID: w.projectID, fence: w.lease.Fence, target: w.target.ID}
-	res.cursor, res.err = w.drain()
+	res.cursor, res.failedAt, res.err = w.drain()
 	if errors.Is(res.err, errLeaseUnsafe) {
 		res.err = nil
 	}
@@ -543,16 +547,31 @@ func (w worker) run() {
 	}
 }
 
-func (w worker) drain() (int64, error) {
+// drain returns the cursor reached and, on a failed delivery, the last
+// received_seq of the batch that failed.
+func (w worker) drain() (cursor, failedAt int64, err error) {
 	r := w.r
-	cursor := w.cursor
+	cursor = w.cursor
+	upTo := w.upTo
 	for {
 		if w.ctx.Err() != nil || !r.leasesSafe(time.Now()) {
-			return cursor, nil
+			return cursor, 0, nil
 		}
 		recs, err := r.st.RecordsAfter(w.ctx, w.projectID, cursor, r.opt.Batch)
 		if err != nil || len(recs) == 0 {
-			return cursor, err
+			return cursor, 0, err
+		}
+		if upTo > 0 {
+			// A retry hands the courier exactly the batch that failed, so
+			// what it sends (and signs) is the same bytes.
+			n := 0
+			for n < len(recs) && recs[n].ReceivedSeq <= upTo {
+				n++
+			}
+			if n > 0 {
+				recs = recs[:n]
+			}
+			upTo = 0
 		}
 		if err := w.deliver(recs); err != nil {
 			if errors.Is(err, ErrTargetGone) {
@@ -560,7 +579,7 @@ func (w worker) drain() (int64, error) {
 					r.log.Warn("forget target", "project_id", w.projectID, "target", w.target.ID, "err", ferr)
 				}
 			}
-			return cursor, err
+			return cursor, recs[len(recs)-1].ReceivedSeq, err
 		}
 		// What was delivered is recorded even when the project stopped
 		// during the delivery; the fence refuses it if the lease is gone.
@@ -569,7 +588,7 @@ func (w worker) drain() (int64, error) {
 		err = r.st.AdvanceCursor(actx, w.lease, w.target.ID, next)
 		cancel()
 		if err != nil {
-			return cursor, err
+			return cursor, 0, err
 		}
 		cursor = next
 	}

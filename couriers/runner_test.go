@@ -617,3 +617,48 @@ func TestExportWritesRecordJSONLines(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryResendsTheFailedBatch: after a failure the courier is handed
+// exactly the batch that failed, even when records arrived meanwhile, so
+// a retried delivery is the same bytes; the new records follow.
+func TestRetryResendsTheFailedBatch(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		s := newProject(t, st)
+		first := appendN(t, st, s, 3)
+		rec := newRecorder(st, "a")
+		var mu sync.Mutex
+		var batches [][]string
+		r := couriers.NewRunner(st, &batchRecorder{recorder: rec, record: func(ids []string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			batches = append(batches, ids)
+			if len(batches) == 1 {
+				appendN(t, st, s, 2) // arrive while the first attempt fails
+				return errors.New("callback answered 503")
+			}
+			return nil
+		}}, couriers.Options{Holder: "h", LeaseTTL: time.Second, Backoff: fast})
+		start(t, r)
+		waitFor(t, "three batches", func() bool { mu.Lock(); defer mu.Unlock(); return len(batches) == 3 })
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(batches[0]) != fmt.Sprint(first) || fmt.Sprint(batches[1]) != fmt.Sprint(first) || len(batches[2]) != 2 {
+			t.Fatalf("batches %v, want the first three twice, then the two new ones", batches)
+		}
+	})
+}
+
+// batchRecorder hands each batch's event ids to record.
+type batchRecorder struct {
+	*recorder
+	record func(ids []string) error
+}
+
+func (b *batchRecorder) Deliver(ctx context.Context, projectID string, t couriers.Target, recs []store.Record) error {
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.EventID)
+	}
+	return b.record(ids)
+}
