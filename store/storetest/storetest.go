@@ -46,6 +46,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"feed", testFeed},
 		{"advances", testAdvances},
 		{"handoffs", testHandoffs},
+		{"claims/snapshot", testClaimsSnapshot},
+		{"claims/path_filter", testClaimsPathFilter},
+		{"claims/competing", testClaimsCompeting},
+		{"claims/expiry", testClaimsExpiry},
+		{"claims/cap", testClaimsCap},
+		{"voice/recent", testVoiceRecent},
+		{"voice/session_forks", testVoiceSessionForks},
+		{"voice/claims", testVoiceClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
