@@ -1,0 +1,32 @@
+// Package hub is acrelay's embedded W3C WebSub hub (W3C WebSub
+// Recommendation, 23 January 2018; spec/websub.md). So far it holds one
+// piece of it: the guard every outbound hub request goes through — the
+// verification of intent, the hub.mode=denied notice and the WebSub
+// courier's deliveries (spec/websub.md "SSRF defence").
+//
+// The guard checks a callback twice:
+//
+//   - At subscribe time, CheckCallback (and Guard.CheckCallbackResolved,
+//     which also resolves the name and checks every address) refuses a
+//     callback that is not http/https, carries userinfo or a fragment,
+//     names a local-use host (localhost, *.localhost, *.internal, …), the
+//     relay itself, or an address in a blocked range — in any spelling a
+//     resolver might accept (127.1, 0x7f.1, 2130706433, [::ffff:127.0.0.1]).
+//     The hub answers 400 and makes no request.
+//   - At dial time, Guard.DialContext resolves the name itself, refuses the
+//     host if any address is blocked, and dials only the checked addresses;
+//     Guard.Control checks the address each socket actually connects to,
+//     so a DNS answer that changes between the two checks (DNS rebinding)
+//     gains nothing.
+//
+// NewHTTPClient wires the guard into an *http.Client that never follows a
+// redirect, never uses a proxy from the environment (a proxy would dial
+// for us, past the check), and bounds connect and total time; ReadLimited
+// bounds what is read of a response.
+//
+// What it deliberately does not do: decide status codes or wire error
+// codes (relay owns that table and maps every Err* here to 400), log, or
+// limit per-host concurrency (couriers does). Options.AllowHosts, the
+// --websub-allow-hosts setting, exists for tests against loopback servers
+// and is empty by default.
+package hub
