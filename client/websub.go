@@ -69,9 +69,10 @@ const (
 // callback. Subscribe and Unsubscribe send the hub the form request of
 // #subscriber-sends-subscription-request; the handler answers the hub's
 // verification of intent (#hub-verifies-intent), receives deliveries
-// (#content-distribution), authenticates them (#authenticated-content-
-// distribution), decodes their entries, de-duplicates them by event_id,
-// verifies them with Keys and calls OnRecord once per new record.
+// (#content-distribution), authenticates them
+// (#authenticated-content-distribution), decodes their entries,
+// de-duplicates them by event_id, verifies them with Keys and calls
+// OnRecord once per new record.
 //
 // One callback URL serves every topic: verifications name their topic in
 // hub.topic, deliveries in their Link rel="self". Topics are compared
@@ -126,7 +127,8 @@ type WebSubSubscriber struct {
 	NoSecret bool
 	// Keys verifies every event delivered (signature and event id, spec
 	// §6); an event that fails is refused. Nil verifies nothing: records
-	// are then delivered with Verified false and their event ids unchecked.
+	// are then delivered with Verified false, their signatures and event
+	// ids not checked (only that an Atom <id> names the event's event_id).
 	Keys Keyring
 	// OnRecord receives each new record of a topic, in delivery order.
 	OnRecord func(topic string, rec Record)
