@@ -211,6 +211,11 @@ func TestSubscribeCommandLoop(t *testing.T) {
 	if f, _ := h.form(1); f.Get("hub.secret") != string(secret) || f.Get("hub.mode") != "subscribe" {
 		t.Fatalf("renewal form %v", f)
 	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(errb.String(), "lease renewed"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("renewal not reported: %s", errb)
+		}
+	}
 	cancel() // Ctrl-C
 	h.expect(t, "verified unsubscribe")
 	if err := <-done; err != nil {
