@@ -15,6 +15,10 @@
 //     EventsPage and Events (paged by the receipt cursor), Claims, Voice,
 //     Follow (wake SSE plus replay, spec §9), Discover (RFC 8288 Link and
 //     RFC 9652 Link-Template), and the admin calls the demo needs.
+//   - WebSubSubscriber: a WebSub subscriber and its callback handler (W3C
+//     WebSub): subscribe and unsubscribe, verification of intent, HMAC-
+//     authenticated deliveries of Atom or JSON topics, de-duplicated by
+//     event_id and verified with a Keyring.
 //   - Keyring: every record read through a Client with a Keyring is verified
 //     (signature and event id, spec §6) and refused on mismatch.
 //
