@@ -46,6 +46,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"feed", testFeed},
 		{"advances", testAdvances},
 		{"handoffs", testHandoffs},
+		{"websub/verifications", testWebSubVerifications},
+		{"websub/activate_and_renew", testWebSubActivate},
+		{"websub/leases", testWebSubLeases},
+		{"websub/delete", testWebSubDelete},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
