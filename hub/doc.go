@@ -1,10 +1,23 @@
-// Package hub is acrelay's embedded W3C WebSub hub (W3C WebSub
-// Recommendation, 23 January 2018; spec/websub.md). So far it holds one
-// piece of it: the guard every outbound hub request goes through — the
-// verification of intent, the hub.mode=denied notice and the WebSub
-// courier's deliveries (spec/websub.md "SSRF defence").
+// Package hub is the relay's embedded W3C WebSub hub (spec/websub.md;
+// W3C WebSub Recommendation, 23 January 2018) for this relay's own topics
+// only: canonical topic URLs (Topic, ParseTopic), subscription requests
+// (Hub.ServeHTTP, #subscriber-sends-subscription-request), verification of
+// intent (Hub.Run, #hub-verifies-intent), leases (#subscription-lease) and
+// denial (Hub.DenyRevoked, #subscription-validation).
 //
-// The guard checks a callback twice:
+// Private topics need the project's read capability, checked through the
+// relay's Options.Authorize hook before any outbound request; public ones
+// behave as plain WebSub. Subscriptions and pending verifications live in
+// the store (store.WebSub), so a restart loses no accepted request.
+//
+// What it does not do: deliver content (the WebSub courier tails each
+// subscription's cursor and signs deliveries), take hub.mode=publish from
+// external publishers, or read bearer tokens itself (the relay owns
+// authentication). Every verification and denial request goes through the
+// SSRF-guarded client (CheckCallback, NewHTTPClient): redirects are never
+// followed, and a callback's answer is never repeated anywhere.
+//
+// The SSRF guard (spec/websub.md "SSRF defence") checks a callback twice.
 //
 //   - At subscribe time, CheckCallback (and Guard.CheckCallbackResolved,
 //     which also resolves the name and checks every address) refuses a
@@ -26,7 +39,7 @@
 //
 // What it deliberately does not do: decide status codes or wire error
 // codes (relay owns that table and maps every Err* here to 400), log, or
-// limit per-host concurrency (couriers does). Options.AllowHosts, the
+// limit per-host concurrency (couriers does). GuardOptions.AllowHosts, the
 // --websub-allow-hosts setting, exists for tests against loopback servers
 // and is empty by default.
 package hub

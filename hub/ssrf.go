@@ -40,7 +40,7 @@ var (
 	// or dialled — is in a blocked range (see BlockedAddr).
 	ErrCallbackAddress = errors.New("callback address is in a blocked range")
 	// ErrCallbackSelf: the callback is one of the relay's own addresses
-	// (Options.OwnAddrs).
+	// (GuardOptions.OwnAddrs).
 	ErrCallbackSelf = errors.New("callback is the relay's own address")
 	// ErrCallbackResolve: the callback's name did not resolve to any
 	// address. The resolver's own error is kept in the chain for logs but
@@ -62,10 +62,10 @@ const (
 	DefaultTimeout        = 10 * time.Second
 )
 
-// Options configure a Guard and its HTTP client. The zero value is the
+// GuardOptions configure a Guard and its HTTP client. The zero value is the
 // strict default: no allowlist, no own addresses, the system resolver,
 // DefaultConnectTimeout and DefaultTimeout.
-type Options struct {
+type GuardOptions struct {
 	// AllowHosts (--websub-allow-hosts) lets callbacks through that the
 	// guard would refuse as a blocked address or reserved name: entries
 	// are "host" (any port) or "host:port", host being a DNS name or an IP
@@ -123,7 +123,7 @@ func (e hostEntry) matchAddr(a netip.Addr, port uint16) bool {
 // NewGuard validates opts and builds a Guard. Errors name the malformed
 // AllowHosts or OwnAddrs entry; cmd should call it once at start-up so a
 // bad --websub-allow-hosts fails there.
-func NewGuard(opts Options) (*Guard, error) {
+func NewGuard(opts GuardOptions) (*Guard, error) {
 	g := &Guard{
 		resolver:       opts.Resolver,
 		connectTimeout: opts.ConnectTimeout,
@@ -220,11 +220,11 @@ func ownAny(port uint16) []hostEntry {
 	return out
 }
 
-// defaultGuard is the zero-Options policy of the package-level CheckCallback.
-var defaultGuard, _ = NewGuard(Options{})
+// defaultGuard is the zero-GuardOptions policy of the package-level CheckCallback.
+var defaultGuard, _ = NewGuard(GuardOptions{})
 
 // CheckCallback is the subscribe-time check (spec/websub.md "SSRF
-// defence") with the default Options: no allowlist, no own addresses. It
+// defence") with the default GuardOptions: no allowlist, no own addresses. It
 // resolves nothing and connects nowhere. See Guard.CheckCallback.
 func CheckCallback(raw string) (*url.URL, error) {
 	return defaultGuard.CheckCallback(raw)
@@ -425,7 +425,7 @@ type allowedNameKey struct{}
 
 // DialContext dials a callback for http.Transport.DialContext (network
 // "tcp", "tcp4" or "tcp6"; address "host:port"). It applies the host rules
-// of CheckCallback, resolves a name itself through Options.Resolver,
+// of CheckCallback, resolves a name itself through GuardOptions.Resolver,
 // refuses the host if any address is refused, then dials the checked
 // addresses in order — within ConnectTimeout for all of them — through a
 // net.Dialer whose ControlContext re-checks each socket's address.
@@ -565,7 +565,7 @@ func (t *guardTransport) CloseIdleConnections() { t.base.CloseIdleConnections() 
 //
 // Its errors are *url.Error values that quote the request URL (query
 // included): log them, never send them to a subscriber.
-func NewHTTPClient(opts Options) *http.Client {
+func NewHTTPClient(opts GuardOptions) *http.Client {
 	g, err := NewGuard(opts)
 	if err != nil {
 		g = &Guard{err: err, connectTimeout: DefaultConnectTimeout, timeout: DefaultTimeout}

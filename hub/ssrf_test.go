@@ -113,7 +113,7 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
-func mustGuard(t *testing.T, opts Options) *Guard {
+func mustGuard(t *testing.T, opts GuardOptions) *Guard {
 	t.Helper()
 	g, err := NewGuard(opts)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestCheckCallback(t *testing.T) {
 	cl := newCountingListener(t)
 	P := cl.port() // every loopback spelling points at the counting listener
 	res := &fakeResolver{}
-	g := mustGuard(t, Options{Resolver: res})
+	g := mustGuard(t, GuardOptions{Resolver: res})
 	client := g.HTTPClient()
 
 	tests := []struct {
@@ -423,7 +423,7 @@ func TestBlockedAddr(t *testing.T) {
 		"64:ff9b::5db8:d822", "2002:5db8:d822::1", "2001:0:5db8:d822::a247:27dd",
 		"2001:db7:ffff:ffff::1", "2001:db9::1", "2001:4860:4860::8844",
 	}
-	g := mustGuard(t, Options{})
+	g := mustGuard(t, GuardOptions{})
 	for _, s := range blocked {
 		t.Run("blocked "+s, func(t *testing.T) {
 			a := netip.MustParseAddr(s)
@@ -466,7 +466,7 @@ func TestBlockedAddr(t *testing.T) {
 // (with Go's own resolution) never connects to a blocked address.
 func TestControlRefusesBeforeConnect(t *testing.T) {
 	cl := newCountingListener(t)
-	g := mustGuard(t, Options{})
+	g := mustGuard(t, GuardOptions{})
 	d := net.Dialer{Control: g.Control, Timeout: time.Second}
 	for _, addr := range []string{"127.0.0.1:" + cl.port(), "[::ffff:127.0.0.1]:" + cl.port()} {
 		c, err := d.Dial("tcp", addr)
@@ -496,7 +496,7 @@ func TestResolvedPrivate(t *testing.T) {
 		"empty.example.com":  {},
 		"good.example.com":   addrs("93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"),
 	}}
-	g := mustGuard(t, Options{Resolver: res})
+	g := mustGuard(t, GuardOptions{Resolver: res})
 	client := g.HTTPClient()
 	tests := []struct {
 		name string
@@ -560,7 +560,7 @@ func TestDNSRebinding(t *testing.T) {
 		}
 		return addrs("127.0.0.1")
 	}}
-	g := mustGuard(t, Options{Resolver: res})
+	g := mustGuard(t, GuardOptions{Resolver: res})
 	raw := "http://rebind.example.com:" + cl.port() + "/cb"
 	if _, err := g.CheckCallbackResolved(context.Background(), raw); err != nil {
 		t.Fatalf("subscribe-time check = %v, want nil", err)
@@ -607,7 +607,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		{"127.0.0.1"},             // even an allowlisted target is never followed
 	} {
 		t.Run(strings.Join(allow, ","), func(t *testing.T) {
-			client := NewHTTPClient(Options{AllowHosts: allow})
+			client := NewHTTPClient(GuardOptions{AllowHosts: allow})
 			resp, err := client.Get(redirector.URL + "/cb")
 			if err != nil {
 				t.Fatal(err)
@@ -648,7 +648,7 @@ func TestAllowHosts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := hits.Load()
-			opts := Options{AllowHosts: tc.allow, Resolver: res}
+			opts := GuardOptions{AllowHosts: tc.allow, Resolver: res}
 			g := mustGuard(t, opts)
 			_, err := g.CheckCallback(tc.url)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
@@ -680,14 +680,14 @@ func TestAllowHosts(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewGuard(Options{AllowHosts: []string{"127.0.0.1:99999"}}); err == nil {
+	if _, err := NewGuard(GuardOptions{AllowHosts: []string{"127.0.0.1:99999"}}); err == nil {
 		t.Error("bad port accepted")
 	}
-	if _, err := NewGuard(Options{AllowHosts: []string{"exa mple"}}); err == nil {
+	if _, err := NewGuard(GuardOptions{AllowHosts: []string{"exa mple"}}); err == nil {
 		t.Error("bad name accepted")
 	}
 	// An invalid option fails every request closed.
-	if resp, err := NewHTTPClient(Options{AllowHosts: []string{"::bad::"}}).Get(srv.URL); err == nil {
+	if resp, err := NewHTTPClient(GuardOptions{AllowHosts: []string{"::bad::"}}).Get(srv.URL); err == nil {
 		resp.Body.Close()
 		t.Error("client with invalid options made a request")
 	}
@@ -728,7 +728,7 @@ func TestOwnAddrs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Allowlisting 127.0.0.1 admits loopback, never the relay itself.
-			opts := Options{OwnAddrs: tc.own, AllowHosts: []string{"127.0.0.1"}, Resolver: res}
+			opts := GuardOptions{OwnAddrs: tc.own, AllowHosts: []string{"127.0.0.1"}, Resolver: res}
 			g := mustGuard(t, opts)
 			_, err := g.CheckCallbackResolved(context.Background(), tc.url)
 			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
@@ -755,7 +755,7 @@ func TestOwnAddrs(t *testing.T) {
 func TestHTTPClientSettings(t *testing.T) {
 	t.Setenv("HTTP_PROXY", "http://10.0.0.1:3128")
 	t.Setenv("HTTPS_PROXY", "http://10.0.0.1:3128")
-	c := NewHTTPClient(Options{})
+	c := NewHTTPClient(GuardOptions{})
 	tr := c.Transport.(*guardTransport).base
 	if tr.Proxy != nil {
 		t.Error("transport uses a proxy")
@@ -766,7 +766,7 @@ func TestHTTPClientSettings(t *testing.T) {
 	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
 		t.Error("redirects would be followed")
 	}
-	g := mustGuard(t, Options{ConnectTimeout: time.Second, Timeout: 2 * time.Second})
+	g := mustGuard(t, GuardOptions{ConnectTimeout: time.Second, Timeout: 2 * time.Second})
 	if g.connectTimeout != time.Second || g.timeout != 2*time.Second || g.HTTPClient().Timeout != 2*time.Second {
 		t.Error("timeouts not applied")
 	}
@@ -780,7 +780,7 @@ func TestHTTPClientSettings(t *testing.T) {
 		}
 	})
 	defer close(release)
-	slow := NewHTTPClient(Options{AllowHosts: []string{"127.0.0.1"}, Timeout: 200 * time.Millisecond})
+	slow := NewHTTPClient(GuardOptions{AllowHosts: []string{"127.0.0.1"}, Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	resp, err := slow.Get(srv.URL)
 	if err == nil {
@@ -816,7 +816,7 @@ func TestReadLimited(t *testing.T) {
 			conn.Close()
 		}
 	})
-	client := NewHTTPClient(Options{AllowHosts: []string{"127.0.0.1"}})
+	client := NewHTTPClient(GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	tests := []struct {
 		path    string
 		n       int64

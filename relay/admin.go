@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -255,6 +256,11 @@ func (s *Server) handleTokenRevoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.wake.endWhere(func(_ string, sub *wakeSub) bool { return sub.tokenID == t.ID })
+	if s.cfg.TokenRevoked != nil { // the hub denies the token's WebSub subscriptions
+		if err := s.cfg.TokenRevoked(context.WithoutCancel(r.Context()), t.ID); err != nil {
+			s.log.WarnContext(r.Context(), "token revoked; ending its subscriptions failed", "token_id", t.ID, "err", err)
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -22,6 +23,12 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, errMethodNotAllowed)
 	})
 	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
+	// The embedded WebSub hub (spec/websub.md): no bearer middleware, since
+	// public topics and unsubscribes need none; the hub checks private
+	// topics through AuthorizeTopic.
+	if s.cfg.Hub != nil {
+		m.Handle(hub.HubPath, s.cfg.Hub).Methods("POST")
+	}
 
 	api := m.NewRoute().Subrouter()
 	api.Use(s.authMiddleware)

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/token"
 	"github.com/acrelay/acrelay/store"
@@ -41,6 +43,14 @@ type Config struct {
 	// (429 too_many_streams beyond it); 0 means DefaultWakeMaxStreamsPerToken,
 	// a negative value no cap.
 	WakeMaxStreamsPerToken int
+	// Hub serves POST /websub/hub (the embedded WebSub hub, *hub.Hub); nil
+	// leaves the route out (404). The route needs no bearer: the hub asks
+	// AuthorizeTopic for private topics.
+	Hub http.Handler
+	// TokenRevoked, when set, is called after a token was revoked through
+	// the admin API (the hub's DenyRevoked: it ends the subscriptions the
+	// token created). Its error is logged; the revocation stands.
+	TokenRevoked func(ctx context.Context, tokenID string) error
 }
 
 // Server serves the HTTP surface over one store.
@@ -228,6 +238,36 @@ func requireAdminOf(p principal, projectID string) error {
 		return errScope
 	}
 	return nil
+}
+
+// AuthorizeTopic is the embedded hub's capability check for a subscribe
+// to one of projectID's topics (hub.Options.Authorize; spec/websub.md
+// "Subscribing"): the request's bearer must be a token of that project
+// with the read scope. Errors: hub.ErrUnauthorized (no valid bearer),
+// hub.ErrNotFound (a token of another project), hub.ErrScope (no read
+// scope, or the operator token: a subscription must name a project token
+// whose revocation ends it), or the store's.
+//
+// TODO(store.Visibility): once store.Visibility merges, a public project
+// returns public true without needing a token; until then every project
+// is private.
+func (s *Server) AuthorizeTopic(r *http.Request, projectID string) (tokenID string, public bool, err error) {
+	p, err := s.authenticate(r)
+	if err != nil {
+		if errors.Is(err, errUnauthorized) {
+			return "", false, hub.ErrUnauthorized
+		}
+		return "", false, err
+	}
+	switch {
+	case p.Operator:
+		return "", false, hub.ErrScope // a subscription needs a project token it can be denied with
+	case p.ProjectID != projectID:
+		return "", false, hub.ErrNotFound
+	case !p.has(store.ScopeRead):
+		return "", false, hub.ErrScope
+	}
+	return p.TokenID, false, nil
 }
 
 func marshalJSON(v any) ([]byte, error) {

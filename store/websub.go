@@ -28,6 +28,10 @@ const (
 	SubscriptionFailing = "failing" // failed for longer than the give-up time; kept until its lease ends
 )
 
+// CourierWebSub is the courier name of the WebSub subscriptions' delivery
+// state (store.Couriers): one target per subscription, target = its ID.
+const CourierWebSub = "websub"
+
 // Subscription is one verified WebSub subscription of the embedded hub: a
 // (topic, callback) pair of one project (W3C WebSub #subscription-lease).
 // Its delivery cursor and backoff state are the courier's target state

@@ -78,6 +78,19 @@ const (
 	CodeEnvelopeRefused      = "envelope_refused"       // 422, with a reason
 	CodePreconditionRequired = "precondition_required"  // 428
 
+	// The embedded WebSub hub, POST /websub/hub (spec/websub.md
+	// "Subscribing"); it also answers unauthorized, scope_insufficient,
+	// not_found, content_type_unsupported, body_too_large, body_invalid and
+	// unavailable.
+	CodeHubModeInvalid         = "hub_mode_invalid"          // 400: hub.mode missing or not subscribe/unsubscribe
+	CodeHubPublishUnsupported  = "hub_publish_unsupported"   // 400: hub.mode=publish; the hub serves only this relay's topics
+	CodeHubTopicInvalid        = "hub_topic_invalid"         // 400: hub.topic missing or not a topic of this relay
+	CodeHubCallbackInvalid     = "hub_callback_invalid"      // 400: hub.callback missing, malformed or refused
+	CodeHubLeaseSecondsInvalid = "hub_lease_seconds_invalid" // 400: hub.lease_seconds is not a non-negative integer
+	CodeHubSecretRequired      = "hub_secret_required"       // 400: a private topic needs hub.secret
+	CodeHubSecretInvalid       = "hub_secret_invalid"        // 400: hub.secret of 200 bytes or more
+	CodeHubParameterRepeated   = "hub_parameter_repeated"    // 400: a hub.* parameter given twice
+
 	// The relay itself.
 	CodeInternalError    = "internal_error"    // 500
 	CodeRequestCancelled = "request_cancelled" // 503: the request ended first

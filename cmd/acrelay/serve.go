@@ -21,6 +21,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/couriers"
+	websubcourier "github.com/acrelay/acrelay/couriers/websub"
+	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store/sqlite"
@@ -38,6 +40,15 @@ type serveConfig struct {
 	ExportDir     string
 	CourierLease  time.Duration
 	PprofAddr     string
+
+	// The embedded WebSub hub (spec/websub.md "Subscribing").
+	WebSubLeaseMin     time.Duration
+	WebSubLeaseDefault time.Duration
+	WebSubLeaseMax     time.Duration
+	WebSubRetryInitial time.Duration
+	WebSubRetryMax     time.Duration
+	WebSubGiveUp       time.Duration
+	WebSubAllowHosts   string // comma-separated
 }
 
 func newServeCmd() *cobra.Command {
@@ -67,6 +78,19 @@ func newServeCmd() *cobra.Command {
 	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
 	fs.DurationVar(&cfg.CourierLease, "courier-lease", 15*time.Second, "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
 	bindEnv(cmd, "courier-lease", "ACRELAY_COURIER_LEASE")
+	fs.DurationVar(&cfg.WebSubLeaseMin, "websub-lease-min", hub.DefaultLeaseMin, "shortest WebSub lease the hub grants; shorter requests are raised to it (ACRELAY_WEBSUB_LEASE_MIN)")
+	bindEnv(cmd, "websub-lease-min", "ACRELAY_WEBSUB_LEASE_MIN")
+	fs.DurationVar(&cfg.WebSubLeaseDefault, "websub-lease-default", hub.DefaultLeaseDefault, "WebSub lease granted when a subscriber asks for none (ACRELAY_WEBSUB_LEASE_DEFAULT)")
+	bindEnv(cmd, "websub-lease-default", "ACRELAY_WEBSUB_LEASE_DEFAULT")
+	fs.DurationVar(&cfg.WebSubLeaseMax, "websub-lease-max", hub.DefaultLeaseMax, "longest WebSub lease the hub grants; longer requests are cut to it (ACRELAY_WEBSUB_LEASE_MAX)")
+	bindEnv(cmd, "websub-lease-max", "ACRELAY_WEBSUB_LEASE_MAX")
+	fs.DurationVar(&cfg.WebSubRetryInitial, "websub-retry-initial", time.Minute, "first wait after a failed WebSub delivery; doubles per failure, with jitter (ACRELAY_WEBSUB_RETRY_INITIAL)")
+	bindEnv(cmd, "websub-retry-initial", "ACRELAY_WEBSUB_RETRY_INITIAL")
+	fs.DurationVar(&cfg.WebSubRetryMax, "websub-retry-max", time.Hour, "longest wait between WebSub delivery retries (ACRELAY_WEBSUB_RETRY_MAX)")
+	bindEnv(cmd, "websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX")
+	fs.DurationVar(&cfg.WebSubGiveUp, "websub-give-up", 24*time.Hour, "a subscription failing this long is marked failing (kept, retried at --websub-retry-max, until its lease ends) (ACRELAY_WEBSUB_GIVE_UP)")
+	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
+	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	return cmd
 }
@@ -159,6 +183,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err := cfg.storeConfig.check(); err != nil {
 		return err
 	}
+	if err := cfg.checkWebSub(); err != nil {
+		return err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -204,12 +231,37 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
 	}
-	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger})
+	// The hub asks the relay to authorize private topics; the relay routes
+	// /websub/hub to the hub and tells it of token revocations. Every
+	// outbound hub request (verification, denial, delivery) goes through
+	// one SSRF guard.
+	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: cfg.webSubAllowHosts(), OwnAddrs: []string{cfg.Addr, ln.Addr().String(), public}})
+	if err != nil {
+		return fmt.Errorf("--websub-allow-hosts (ACRELAY_WEBSUB_ALLOW_HOSTS): %w", err)
+	}
+	var srv *relay.Server
+	var websubRunner *couriers.Runner
+	websub := hub.New(st, hub.Options{
+		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
+		Guard: guard, Logger: logger,
+		// spec/websub.md: in production callbacks must be https; a relay
+		// published over https is taken to be one.
+		Production: strings.HasPrefix(public, "https://"),
+		Authorize:  func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
+		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
+	})
+	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
+		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
+			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
+	runners = append(runners, websubRunner)
+	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
+		Hub: websub, TokenRevoked: websub.DenyRevoked})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
+	wg.Go(func() { _ = websub.Run(bg) })
 	defer func() { stopBG(); wg.Wait() }()
 
 	if cfg.PprofAddr != "" {
@@ -253,6 +305,54 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// checkWebSub validates the hub's lease settings: each at least a second
+// (leases are whole seconds), min ≤ default ≤ max.
+func (cfg serveConfig) checkWebSub() error {
+	for _, d := range []struct {
+		flag, env string
+		v         time.Duration
+	}{
+		{"--websub-lease-min", "ACRELAY_WEBSUB_LEASE_MIN", cfg.WebSubLeaseMin},
+		{"--websub-lease-default", "ACRELAY_WEBSUB_LEASE_DEFAULT", cfg.WebSubLeaseDefault},
+		{"--websub-lease-max", "ACRELAY_WEBSUB_LEASE_MAX", cfg.WebSubLeaseMax},
+	} {
+		if d.v < time.Second {
+			return fmt.Errorf("%s (%s) %s: want at least 1s", d.flag, d.env, d.v)
+		}
+	}
+	for _, d := range []struct {
+		flag, env string
+		v         time.Duration
+	}{
+		{"--websub-retry-initial", "ACRELAY_WEBSUB_RETRY_INITIAL", cfg.WebSubRetryInitial},
+		{"--websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX", cfg.WebSubRetryMax},
+		{"--websub-give-up", "ACRELAY_WEBSUB_GIVE_UP", cfg.WebSubGiveUp},
+	} {
+		if d.v < time.Millisecond {
+			return fmt.Errorf("%s (%s) %s: want at least 1ms", d.flag, d.env, d.v)
+		}
+	}
+	if cfg.WebSubRetryInitial > cfg.WebSubRetryMax {
+		return fmt.Errorf("--websub-retry-initial %s, --websub-retry-max %s: want initial ≤ max", cfg.WebSubRetryInitial, cfg.WebSubRetryMax)
+	}
+	if cfg.WebSubLeaseMin > cfg.WebSubLeaseDefault || cfg.WebSubLeaseDefault > cfg.WebSubLeaseMax {
+		return fmt.Errorf("--websub-lease-min %s, --websub-lease-default %s, --websub-lease-max %s: want min ≤ default ≤ max",
+			cfg.WebSubLeaseMin, cfg.WebSubLeaseDefault, cfg.WebSubLeaseMax)
+	}
+	return nil
+}
+
+// webSubAllowHosts splits --websub-allow-hosts.
+func (cfg serveConfig) webSubAllowHosts() []string {
+	var hosts []string
+	for _, h := range strings.Split(cfg.WebSubAllowHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {

@@ -33,3 +33,23 @@ func openFresh(t testing.TB) *postgres.DB {
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openFresh(t) })
 }
+
+// TestWebSubDurable: the hub's subscriptions and pending verifications
+// survive closing the pool and opening the database again.
+func TestWebSubDurable(t *testing.T) {
+	url := freshDatabase(t)
+	openAt := func(t *testing.T) store.Store {
+		db, err := postgres.Open(context.Background(), url, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	storetest.WebSubDurable(t, openAt, func(t *testing.T, s store.Store) store.Store {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return openAt(t)
+	})
+}

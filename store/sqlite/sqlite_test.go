@@ -96,3 +96,23 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestWebSubDurable: the hub's subscriptions and pending verifications
+// survive closing and reopening the file.
+func TestWebSubDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acrelay.db")
+	openAt := func(t *testing.T) store.Store {
+		db, err := sqlite.Open(context.Background(), path, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	storetest.WebSubDurable(t, openAt, func(t *testing.T, s store.Store) store.Store {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return openAt(t)
+	})
+}

@@ -54,6 +54,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"voice/recent", testVoiceRecent},
 		{"voice/session_forks", testVoiceSessionForks},
 		{"voice/claims", testVoiceClaims},
+		{"websub/verifications", testWebSubVerifications},
+		{"websub/activate_and_renew", testWebSubActivate},
+		{"websub/leases", testWebSubLeases},
+		{"websub/delete", testWebSubDelete},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
