@@ -563,5 +563,8 @@ type Store interface {
 	Feed
 	Handoffs
 	Advances
+	Visibility
+	FeedTokens
+	Archives
 	Close() error
 }
