@@ -145,6 +145,9 @@ const principalKey ctxKey = 1
 
 // principal is who a request's bearer token speaks for.
 type principal struct {
+	// Anonymous: no Authorization header on a route that public projects
+	// open to everyone (routePublicRead); see readProject.
+	Anonymous bool
 	Operator  bool
 	ProjectID string
 	TokenID   string
