@@ -109,7 +109,7 @@ func TestProjectVisibilityAdmin(t *testing.T) {
 	e := newEnv(t)
 	pid, tok := e.newProject("")
 	readTok := e.newToken(pid, "read")
-	other, otherTok := e.newProject("")
+	_, otherTok := e.newProject("")
 	path := "/v1/correspondence/events?repository_id=repo&project_id=" + pid
 	wantCode(t, e.do("GET", path, "", nil), 401, "unauthorized")
 
@@ -143,7 +143,6 @@ func TestProjectVisibilityAdmin(t *testing.T) {
 	r := e.do("PATCH", "/v1/admin/projects/"+pid, tok, []byte(`{"visibility":"private"}`))
 	mustStatus(t, r, 200)
 	wantCode(t, e.do("GET", path, "", nil), 401, "unauthorized")
-	_ = other
 
 	t.Run("create", func(t *testing.T) {
 		wantCode(t, e.do("POST", "/v1/admin/projects", operatorToken, []byte(`{"visibility":"open"}`)), 400, "visibility_invalid")

@@ -24,7 +24,7 @@ import (
 // complete archives exist (404 otherwise).
 const ArchivePath = "/v1/correspondence/archives/"
 
-// archiveMaxAge: an archive's bytes never change (RFC 8246 immutable).
+// archiveCacheControl: an archive's bytes never change (RFC 8246 immutable).
 const archiveCacheControl = "max-age=31536000, immutable"
 
 // eventsRead is one validated read of a selection's records.
