@@ -10,6 +10,9 @@ import (
 // Namespace is the XML namespace of acrelay's foreign Atom elements.
 const Namespace = "https://agenttool.dev/ns/correspondence"
 
+// HistoryNamespace is the namespace of RFC 5005's <fh:archive/>.
+const HistoryNamespace = "http://purl.org/syndication/history/1.0"
+
 // Link is an Atom <link> element.
 type Link struct {
 	Rel, Type, Href string
@@ -37,7 +40,10 @@ type Feed struct {
 	Updated      time.Time
 	Links        []Link
 	LinkTemplate *LinkTemplate
-	Entries      []Entry
+	// Archive marks an RFC 5005 §4 archive document: <fh:archive/>, with
+	// the history namespace declared on <feed>.
+	Archive bool
+	Entries []Entry
 }
 
 // TimeFormat is the RFC 3339 form used for <updated>: UTC, milliseconds.
@@ -49,7 +55,11 @@ func Render(f Feed) []byte {
 	var b bytes.Buffer
 	b.Grow(1024 + 1536*len(f.Entries))
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
-	b.WriteString(`<feed xmlns="http://www.w3.org/2005/Atom" xmlns:at="` + Namespace + `">` + "\n")
+	b.WriteString(`<feed xmlns="http://www.w3.org/2005/Atom" xmlns:at="` + Namespace + `"`)
+	if f.Archive {
+		b.WriteString(` xmlns:fh="` + HistoryNamespace + `"`)
+	}
+	b.WriteString(">\n")
 	element(&b, "  ", "id", f.ID)
 	element(&b, "  ", "title", f.Title)
 	element(&b, "  ", "updated", f.Updated.UTC().Format(TimeFormat))
@@ -74,6 +84,9 @@ func Render(f Feed) []byte {
 		b.WriteString(`" type="`)
 		attr(&b, t.Type)
 		b.WriteString("\"/>\n")
+	}
+	if f.Archive {
+		b.WriteString("  <fh:archive/>\n")
 	}
 	for _, e := range f.Entries {
 		b.Write(EntryBytes(e))

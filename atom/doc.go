@@ -7,7 +7,10 @@
 // event_id, <updated> the receipt's received_at, <content> the record JSON.
 // The feed carries the live wake template as the foreign element
 // <at:link-template> in namespace https://agenttool.dev/ns/correspondence,
-// because a URI template is not an Atom link target.
+// because a URI template is not an Atom link target. An RFC 5005 archive
+// document carries <fh:archive/> (namespace
+// http://purl.org/syndication/history/1.0, declared only there); the
+// WebSub hub/self and the archive links are ordinary <link> elements.
 //
 // The content element has type="text": RFC 4287 §4.1.3.3 requires Base64
 // for any type that is neither text/*, "text", "html", "xhtml" nor XML, so

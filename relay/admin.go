@@ -45,10 +45,6 @@ func adminError(err error) error {
 	return err
 }
 
-type projectJSON struct {
-	ProjectID string `json:"project_id"`
-}
-
 type identityJSON struct {
 	IdentityID  string `json:"identity_id"`
 	ProjectID   string `json:"project_id"`
@@ -77,16 +73,24 @@ func keyOut(k store.SigningKey) keyJSON {
 	return keyJSON{SigningKeyID: k.ID, IdentityID: k.IdentityID, PublicKeyB64URL: k.PublicKey, Status: k.Status}
 }
 
-// handleProjectCreate: POST /v1/admin/projects (operator token).
+// handleProjectCreate: POST /v1/admin/projects {"project_id"?,
+// "visibility"?: "public"|"private" (default private)} (operator token) →
+// 201 {"project_id", "visibility"}.
 func (s *Server) handleProjectCreate(w http.ResponseWriter, r *http.Request) {
 	if !principalFrom(r.Context()).Operator {
 		s.writeError(w, r, errOperatorOnly)
 		return
 	}
 	var in struct {
-		ProjectID string `json:"project_id"`
+		ProjectID  string  `json:"project_id"`
+		Visibility *string `json:"visibility"`
 	}
 	if err := decodeAdmin(w, r, &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	vis, err := parseVisibility(in.Visibility)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -95,8 +99,15 @@ func (s *Server) handleProjectCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, adminError(err))
 		return
 	}
-	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID)
-	s.writeJSON(w, r, http.StatusCreated, mediaJSON, projectJSON{ProjectID: p.ID})
+	// A failure here leaves the project private, the safe default.
+	if vis != store.VisibilityPrivate {
+		if err := s.st.SetProjectVisibility(r.Context(), p.ID, vis); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.log.InfoContext(r.Context(), "project created", "project_id", p.ID, "visibility", vis)
+	s.writeJSON(w, r, http.StatusCreated, mediaJSON, projectStateJSON{ProjectID: p.ID, Visibility: vis})
 }
 
 // handleIdentityCreate: POST /v1/admin/projects/{project_id}/identities.

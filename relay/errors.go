@@ -163,7 +163,7 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errProjectMismatch
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or its deadline passed: not our fault, not an Error.
-		s.log.DebugContext(r.Context(), "request ended before its answer", "path", r.URL.Path, "err", err)
+		s.log.DebugContext(r.Context(), "request ended before its answer", "path", logPath(r), "err", err)
 		return errRequestCancelled
 	case errors.Is(err, store.ErrHandoffExists):
 		return errHandoffExists
@@ -188,7 +188,7 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 	case errors.Is(err, store.ErrUnavailable):
 		return errUnavailable
 	}
-	s.log.ErrorContext(r.Context(), "unhandled error", "method", r.Method, "path", r.URL.Path, "err", err)
+	s.log.ErrorContext(r.Context(), "unhandled error", "method", r.Method, "path", logPath(r), "err", err)
 	return errInternal
 }
 
@@ -196,7 +196,7 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.toAPIError(r, err)
 	if ae.Status >= 500 && ae != errInternal {
-		s.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "code", ae.Code, "err", err)
+		s.log.WarnContext(r.Context(), "request failed", "path", logPath(r), "code", ae.Code, "err", err)
 	}
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="acrelay"`)

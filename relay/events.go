@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/acrelay/acrelay/atom"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
@@ -222,12 +221,12 @@ func parseSeq(s string) (int64, bool) {
 // (spec §9). fixed, when non-empty, pins the media type (the .atom/.json
 // topic URLs).
 func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed string) {
-	p := principalFrom(r.Context())
-	if err := requireProject(p, store.ScopeRead); err != nil {
+	pid, _, err := s.readProject(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	q, err := readQuery(r, "repository_id", "thread_id", "after", "limit")
+	q, err := readQuery(r, "project_id", "repository_id", "thread_id", "after", "limit")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -255,84 +254,8 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 			return
 		}
 	}
-	page, err := s.st.Events(r.Context(), store.EventQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread, After: after, Limit: limit})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	base := s.publicBase(r)
-	sel := repoQuery(repo, thread)
-	jsonURL := base + "/v1/correspondence/events?" + sel
-	atomURL := base + "/v1/correspondence/events.atom?" + sel
-	self := selfURL(r, base)
-	nextAfter := afterStr
-	if n := len(page.Records); n > 0 {
-		v := strconv.FormatInt(page.Records[n-1].ReceivedSeq, 10)
-		nextAfter = &v
-	}
-	ls := linkSet{self: self, selfType: media}
-	if page.HasMore && nextAfter != nil {
-		nq := url.Values{}
-		nq.Set("repository_id", repo)
-		if thread != "" {
-			nq.Set("thread_id", thread)
-		}
-		nq.Set("after", *nextAfter)
-		if _, ok := q["limit"]; ok {
-			nq.Set("limit", q["limit"])
-		}
-		ls.next = base + r.URL.Path + "?" + nq.Encode()
-	}
-	if media == mediaAtom {
-		ls.alternate, ls.alternateType = jsonURL, mediaVendorJSON
-	} else {
-		ls.alternate, ls.alternateType = atomURL, mediaAtom
-	}
-	s.setCorrespondenceHeaders(w, r, repo, thread, ls)
-
-	var body []byte
-	if media == mediaAtom {
-		body = s.renderAtom(r, page, repo, thread, self, jsonURL, ls.next)
-	} else {
-		out := wire.Events{Protocol: correspondence.Protocol, Scope: "project_private", Events: make([]wire.Record, 0, len(page.Records)),
-			Page: wire.Page{After: afterStr, NextAfter: nextAfter, HasMore: page.HasMore}}
-		for _, rec := range page.Records {
-			out.Events = append(out.Events, recordOf(rec))
-		}
-		body, err = marshalJSON(out)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	s.writeRepresentation(w, r, media, body)
-}
-
-func (s *Server) renderAtom(r *http.Request, page store.EventPage, repo, thread, self, jsonURL, next string) []byte {
-	f := atom.Feed{
-		ID:      jsonURL,
-		Title:   "agent-correspondence " + repo,
-		Updated: time.Unix(0, 0).UTC(),
-		Links: []atom.Link{
-			{Rel: "self", Type: mediaAtom, Href: self},
-			{Rel: "alternate", Type: mediaVendorJSON, Href: jsonURL},
-		},
-		LinkTemplate: &atom.LinkTemplate{Template: s.wakeTemplate(r), Rel: relLive, Type: "text/event-stream"},
-	}
-	if thread != "" {
-		f.Title += " / " + thread
-	}
-	if next != "" {
-		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: next})
-	}
-	for _, rec := range page.Records {
-		f.Entries = append(f.Entries, atom.Entry{
-			EventID: rec.EventID, Kind: string(rec.Kind), RepositoryID: rec.RepositoryID, ThreadID: rec.ThreadID,
-			ReceivedAt: rec.ReceivedAt, Record: RecordJSON(rec),
-		})
-		if rec.ReceivedAt.After(f.Updated) {
-			f.Updated = rec.ReceivedAt
-		}
-	}
-	return atom.Render(f)
+	s.serveEvents(w, r, eventsRead{
+		sel: store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}, after: after, afterStr: afterStr,
+		limit: limit, limitStr: q["limit"], media: media, topic: fixed != "", projectParam: q["project_id"] != "",
+	})
 }

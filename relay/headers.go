@@ -34,6 +34,7 @@ func repoQuery(repositoryID, threadID string) string {
 }
 
 type linkSet struct {
+	hub                      string // a topic's WebSub hub (W3C WebSub #discovery)
 	self, selfType           string
 	alternate, alternateType string
 	next                     string
@@ -54,6 +55,9 @@ func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request
 			l += `; type="` + typ + `"`
 		}
 		links = append(links, l)
+	}
+	if ls.hub != "" {
+		add(ls.hub, "hub", "")
 	}
 	if ls.self != "" {
 		add(ls.self, "self", ls.selfType)

@@ -27,12 +27,12 @@ const epochEvaluatedAt = "1970-01-01T00:00:00.000Z"
 
 // handleClaims serves the active-claims projection (spec §8, §9).
 func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
-	p := principalFrom(r.Context())
-	if err := requireProject(p, store.ScopeRead); err != nil {
+	pid, _, err := s.readProject(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	q, err := readQuery(r, "repository_id", "thread_id", "path")
+	q, err := readQuery(r, "project_id", "repository_id", "thread_id", "path")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -52,8 +52,8 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNotAcceptable)
 		return
 	}
-	s.reconcileForRead(r.Context(), p.ProjectID)
-	snap, err := s.st.ClaimsSnapshot(r.Context(), store.ClaimsQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread, Path: path})
+	s.reconcileForRead(r.Context(), pid)
+	snap, err := s.st.ClaimsSnapshot(r.Context(), store.ClaimsQuery{ProjectID: pid, RepositoryID: repo, ThreadID: thread, Path: path})
 	if err != nil {
 		s.writeError(w, r, projectionErr(err))
 		return
@@ -70,12 +70,12 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 
 // handleVoice serves the bounded coordination snapshot (spec §9).
 func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
-	p := principalFrom(r.Context())
-	if err := requireProject(p, store.ScopeRead); err != nil {
+	pid, _, err := s.readProject(r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	q, err := readQuery(r, "repository_id", "thread_id")
+	q, err := readQuery(r, "project_id", "repository_id", "thread_id")
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -90,8 +90,8 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNotAcceptable)
 		return
 	}
-	s.reconcileForRead(r.Context(), p.ProjectID)
-	snap, err := s.st.VoiceSnapshot(r.Context(), store.VoiceQuery{ProjectID: p.ProjectID, RepositoryID: repo, ThreadID: thread})
+	s.reconcileForRead(r.Context(), pid)
+	snap, err := s.st.VoiceSnapshot(r.Context(), store.VoiceQuery{ProjectID: pid, RepositoryID: repo, ThreadID: thread})
 	if err != nil {
 		s.writeError(w, r, projectionErr(err))
 		return

@@ -11,8 +11,10 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// Handler returns the relay's routes. Every route but /healthz needs a
-// bearer token; every correspondence route acts on the bearer's project.
+// Handler returns the relay's routes. Every route but /healthz and the feed
+// capability's GET needs a bearer token, except the reads a public project
+// opens to everyone; every correspondence route acts on the bearer's
+// project.
 func (s *Server) Handler() http.Handler {
 	// An unclean path (dot segments, doubled slashes) is not redirected to its clean form, which gorilla/mux would do
 	// with an empty 301 before any route or token check (for a POST too):
@@ -29,18 +31,28 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Hub != nil {
 		m.Handle(hub.HubPath, s.cfg.Hub).Methods("POST")
 	}
+	// A feed capability is in the path and is never a bearer token, so its
+	// GET is outside the bearer check.
+	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
 
 	api := m.NewRoute().Subrouter()
 	api.Use(s.authMiddleware)
 
 	// Correspondence (spec §9).
 	api.HandleFunc("/v1/correspondence/events", s.handleEventsPost).Methods("POST")
-	api.HandleFunc("/v1/correspondence/events", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, "") }).Methods("GET", "HEAD")
-	api.HandleFunc("/v1/correspondence/events.atom", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaAtom) }).Methods("GET", "HEAD")
-	api.HandleFunc("/v1/correspondence/events.json", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD")
-	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD")
-	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD")
+	// Reads named routePublicRead need no token for a public project
+	// (spec/websub.md "Topics"; readProject).
+	api.HandleFunc("/v1/correspondence/events", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, "") }).Methods("GET", "HEAD").Name(routePublicRead)
+	api.HandleFunc("/v1/correspondence/events.atom", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaAtom) }).Methods("GET", "HEAD").Name(routePublicRead + " atom")
+	api.HandleFunc("/v1/correspondence/events.json", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD").Name(routePublicRead + " json")
+	api.HandleFunc("/v1/correspondence/archives/{k:[0-9]+}.atom", s.handleArchive).Methods("GET", "HEAD").Name(routePublicRead + " archive")
+	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD").Name(routePublicRead + " claims")
+	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD").Name(routePublicRead + " voice")
 	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
+
+	// Feed capabilities for feed readers (their GET is above).
+	api.HandleFunc("/v1/feeds", s.handleFeedCreate).Methods("POST")
+	api.HandleFunc("/v1/feeds/{feed_id}", s.handleFeedRevoke).Methods("DELETE")
 
 	// Predicate envelopes and handoff contracts.
 	api.HandleFunc("/v1/envelopes/canonicalize", s.handleEnvelopeCanonicalize).Methods("POST")
@@ -53,6 +65,7 @@ func (s *Server) Handler() http.Handler {
 	// Registry (spec §10).
 	api.HandleFunc("/v1/whoami", s.handleWhoami).Methods("GET")
 	api.HandleFunc("/v1/admin/projects", s.handleProjectCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/projects/{project_id}", s.handleProjectUpdate).Methods("PATCH")
 	api.HandleFunc("/v1/admin/projects/{project_id}/identities", s.handleIdentityCreate).Methods("POST")
 	api.HandleFunc("/v1/admin/projects/{project_id}/identities", s.handleIdentityList).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}/tokens", s.handleTokenCreate).Methods("POST")
@@ -77,6 +90,10 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) authMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if anonymousRead(r) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, principal{Anonymous: true})))
+			return
+		}
 		p, err := s.authenticate(r)
 		if err != nil {
 			s.writeError(w, r, err)

@@ -155,6 +155,9 @@ const principalKey ctxKey = 1
 
 // principal is who a request's bearer token speaks for.
 type principal struct {
+	// Anonymous: no Authorization header on a route that public projects
+	// open to everyone (routePublicRead); see readProject.
+	Anonymous bool
 	Operator  bool
 	ProjectID string
 	TokenID   string
@@ -248,10 +251,15 @@ func requireAdminOf(p principal, projectID string) error {
 // scope, or the operator token: a subscription must name a project token
 // whose revocation ends it), or the store's.
 //
-// TODO(store.Visibility): once store.Visibility merges, a public project
-// returns public true without needing a token; until then every project
-// is private.
+// A public project's topics behave as plain WebSub: public is true and no
+// token is needed or recorded (an Authorization header is ignored).
 func (s *Server) AuthorizeTopic(r *http.Request, projectID string) (tokenID string, public bool, err error) {
+	switch v, err := s.st.ProjectVisibility(r.Context(), projectID); {
+	case err == nil && v == store.VisibilityPublic:
+		return "", true, nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return "", false, err
+	}
 	p, err := s.authenticate(r)
 	if err != nil {
 		if errors.Is(err, errUnauthorized) {

@@ -564,5 +564,8 @@ type Store interface {
 	Handoffs
 	Advances
 	WebSub
+	Visibility
+	FeedTokens
+	Archives
 	Close() error
 }

@@ -67,22 +67,32 @@ func newAdminCmds() []*cobra.Command {
 	{
 		var l localCmd
 		var id string
+		var public bool
 		c := &cobra.Command{
 			Use: "create", Short: "Create a project", Args: cobra.NoArgs,
-			Example: "  acrelay project create\n  acrelay project create --project-id 11111111-1111-4111-8111-111111111111 --json",
+			Example: "  acrelay project create\n  acrelay project create --public\n  acrelay project create --project-id 11111111-1111-4111-8111-111111111111 --json",
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					p, err := registry.CreateProject(ctx, st, id)
 					if err != nil {
 						return nil, "", err
 					}
-					return map[string]string{"project_id": p.ID}, p.ID, nil
+					vis := store.VisibilityPrivate
+					if public {
+						vis = store.VisibilityPublic
+						if err := st.SetProjectVisibility(ctx, p.ID, vis); err != nil {
+							return nil, "", fmt.Errorf("project %s created private: %w", p.ID, err)
+						}
+					}
+					return map[string]string{"project_id": p.ID, "visibility": vis}, p.ID, nil
 				})
 			},
 		}
 		l.flags(c)
 		c.Flags().StringVar(&id, "project-id", "", "project id (canonical UUID; default: a fresh one)")
+		c.Flags().BoolVar(&public, "public", false, "make the project's reads public (no token needed; writes still need one)")
 		project.AddCommand(c)
+		project.AddCommand(newVisibilityCmd())
 	}
 
 	identity := &cobra.Command{Use: "identity", Short: "Manage identities in the local store"}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"websub/leases", testWebSubLeases},
 		{"websub/delete", testWebSubDelete},
 	}
+	tests = append(tests, feedTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
