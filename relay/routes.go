@@ -10,8 +10,8 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// Handler returns the relay's routes. Every route but /healthz needs a
-// bearer token; every correspondence route acts on the bearer's project.
+// Handler returns the relay's routes. Every route but /healthz and
+// /v1/profile needs a bearer token; every correspondence route acts on the bearer's project.
 func (s *Server) Handler() http.Handler {
 	// An unclean path (dot segments, doubled slashes) is not redirected to its clean form, which gorilla/mux would do
 	// with an empty 301 before any route or token check (for a POST too):
@@ -22,6 +22,7 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, errMethodNotAllowed)
 	})
 	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
+	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 
 	api := m.NewRoute().Subrouter()
 	api.Use(s.authMiddleware)
