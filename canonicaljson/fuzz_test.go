@@ -20,7 +20,7 @@ var knownReasons = map[string]bool{
 	canonicaljson.ReasonFractionalNumber: true, canonicaljson.ReasonNegativeZero: true,
 	canonicaljson.ReasonUnsafeInteger: true, canonicaljson.ReasonInvalidJSONNumber: true,
 	canonicaljson.ReasonNULNotAdmitted: true, canonicaljson.ReasonNonScalarUnicode: true,
-	canonicaljson.ReasonInvalidUTF8: true,
+	canonicaljson.ReasonInvalidUTF8: true, canonicaljson.ReasonJSONDepthExceeded: true,
 }
 
 // addSeeds adds the project cases, and when the shared folder exists the
@@ -31,6 +31,7 @@ func addSeeds(f *testing.F) {
 		`{"a":1,"\u0061":2}`, `{"\n\u0000\t":1}`, `["\ud83d\ude00"]`, `["\udc00"]`, "[\"\xff\"]",
 		`{"b":[1,{"d":null,"c":true}],"a":"\u2028\u0001\"\\"}`, "{\"s\":\"a\uFEFFb\"}",
 		`{"":"bmp-private-use","😀":"astral","a":"ascii"}`, "\uFEFF{}", `[][]`, `{"n":NaN}`,
+		nest(64, "[", "]"), nest(65, "[", "]"), nest(65, `{"a":`, "}"), `["[[[["]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -88,7 +89,23 @@ func FuzzParse(f *testing.F) {
 		if _, oerr := canonicaljson.ParseObject(data); (oerr == nil) != (v.Kind == canonicaljson.Object) {
 			t.Fatalf("ParseObject disagrees with Parse on an accepted %s", v.Kind)
 		}
+		if d := maxDepth(data); d > canonicaljson.MaxDepth {
+			t.Fatalf("accepted a document of depth %d", d)
+		}
 	})
+}
+
+// maxDepth is the deepest nesting of a well-formed document, as jsontext
+// counts it.
+func maxDepth(data []byte) int {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	deepest := 0
+	for {
+		if _, err := dec.ReadToken(); err != nil {
+			return deepest
+		}
+		deepest = max(deepest, dec.StackDepth())
+	}
 }
 
 // reversed returns v with the members of every object in reverse order.

@@ -25,7 +25,15 @@ const (
 	ReasonNULNotAdmitted      = "nul_not_admitted"
 	ReasonNonScalarUnicode    = "non_scalar_unicode"
 	ReasonInvalidUTF8         = "invalid_utf8"
+	// ReasonJSONDepthExceeded refuses input nested deeper than MaxDepth,
+	// before any other check (spec §2, as the reference service does).
+	ReasonJSONDepthExceeded = "json_depth_exceeded"
 )
+
+// MaxDepth is the deepest nesting of arrays and objects Parse admits: a
+// top-level scalar has depth 0, "[]" and "{}" depth 1. A valid event is a
+// few levels deep.
+const MaxDepth = 64
 
 // ErrProfile is matched by every *ProfileError through errors.Is.
 var ErrProfile = errors.New("json outside the strict profile")
@@ -52,11 +60,14 @@ func (e *ProfileError) Is(target error) bool { return target == ErrProfile }
 
 // Parse reads exactly one JSON value (any type at the top level) under the
 // strict profile of spec §2 and returns it. Errors are *ProfileError: the
-// input is first checked to be UTF-8 (invalid_utf8), then the first
-// violation in document order decides the reason. Nesting depth is bounded
-// by jsontext's limit (10,000 levels); deeper input is invalid_json, with no
-// risk to the stack.
+// input is first checked to nest at most MaxDepth deep
+// (json_depth_exceeded, whatever else is wrong with it), then to be UTF-8
+// (invalid_utf8), then the first violation in document order decides the
+// reason.
 func Parse(data []byte) (Value, error) {
+	if off, ok := depthWithin(data, MaxDepth); !ok {
+		return Value{}, &ProfileError{Reason: ReasonJSONDepthExceeded, Offset: int64(off), Detail: "arrays and objects nest deeper than 64"}
+	}
 	if !utf8.Valid(data) {
 		return Value{}, &ProfileError{Reason: ReasonInvalidUTF8, Offset: int64(firstInvalidUTF8(data)), Detail: "input is not UTF-8"}
 	}
@@ -80,6 +91,32 @@ func Parse(data []byte) (Value, error) {
 		return Value{}, p.mapErr(err)
 	}
 	return v, nil
+}
+
+// depthWithin scans data once, before any parsing, for brackets outside
+// strings: ok is false when more than limit arrays and objects are open at
+// once, with off the offset of the bracket that opened one too many. It
+// judges nothing else: a malformed document within the bound (a stray
+// closing bracket, an unterminated string) is for the parser to refuse.
+func depthWithin(data []byte, limit int) (off int, ok bool) {
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > limit {
+				return i, false
+			}
+		case ']', '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return 0, true
 }
 
 // ParseObject is Parse for documents whose top level must be an object

@@ -20,8 +20,8 @@
 // (body_matrix, retry), http_refusals.go (refusals), http_replay.go
 // (events_read, validators, paging, negotiation), http_claims.go (claims),
 // http_voice.go (voice) and http_lifecycle.go (lifecycle). http_headers.go
-// checks the Vary, Cache-Control, Link and Link-Template headers the read
-// groups share.
+// checks the Content-Type charset, Vary, Cache-Control, Link and
+// Link-Template headers the read groups share.
 //
 // The package never prints or logs event bodies or tokens; failure lines
 // name the vector and what differed.

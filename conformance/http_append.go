@@ -74,6 +74,11 @@ func (h *httpRun) retry(ctx context.Context, g *Group) {
 		g.record(name, err)
 	}
 	check("exact retry answers 200 with the original receipt", first.canonical)
+	r, err := h.post(ctx, first.canonical)
+	if err == nil {
+		err = checkCacheControl(r.header, "private", "no-store")
+	}
+	g.record("POST answers are private, no-store", err)
 	var compact bytes.Buffer
 	_ = json.Indent(&compact, first.canonical, "", "  ")
 	check("indented retry answers 200 with the original receipt", compact.Bytes())

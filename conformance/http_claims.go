@@ -111,8 +111,10 @@ func (h *httpRun) claims(ctx context.Context, g *Group) {
 	}
 	g.record("claims ETag revalidates", err)
 	r, err = h.do(ctx, "GET", "/v1/correspondence/claims?"+url.Values{"repository_id": {h.claimRepo}}.Encode(), h.ro, nil, "Accept", mediaAtom)
-	if err == nil && r.status != http.StatusNotAcceptable {
-		err = fmt.Errorf("status %d, want 406 (claims offer the two JSON types only)", r.status)
+	if err == nil {
+		if err = r.expectError(http.StatusNotAcceptable, "representation_not_acceptable"); err != nil {
+			err = fmt.Errorf("%w (claims offer the two JSON types only)", err)
+		}
 	}
 	g.record("claims refuse Atom", err)
 }

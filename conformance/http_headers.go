@@ -3,6 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -52,18 +53,21 @@ func linkRel(links []link, rel string) (link, bool) {
 	return link{}, false
 }
 
-// checkHeaders checks what every correspondence response carries (spec
-// §9): Vary, Cache-Control private, the four Link relations (self and
+// checkHeaders checks what every correspondence read carries (spec §9):
+// a Content-Type with charset=utf-8, Vary, Cache-Control private, no-cache,
+// no-transform (never public), the four Link relations (self and
 // alternate only where wantAlternate), and the live template in
 // Link-Template rather than Link.
 func checkHeaders(hdr http.Header, wantAlternate bool) error {
+	if _, params, err := mime.ParseMediaType(hdr.Get("Content-Type")); err != nil || !strings.EqualFold(params["charset"], "utf-8") {
+		return fmt.Errorf("Content-Type %q, want one with charset=utf-8", hdr.Get("Content-Type"))
+	}
 	vary := strings.ToLower(strings.Join(hdr.Values("Vary"), ","))
 	if !strings.Contains(vary, "accept") || !strings.Contains(vary, "authorization") {
 		return fmt.Errorf("the Vary header is %q, want Accept and Authorization", vary)
 	}
-	cc := strings.ToLower(hdr.Get("Cache-Control"))
-	if !strings.Contains(cc, "private") || strings.Contains(cc, "public") {
-		return fmt.Errorf("Cache-Control %q, want private", cc)
+	if err := checkCacheControl(hdr, "private", "no-cache", "no-transform"); err != nil {
+		return err
 	}
 	links := parseLinks(strings.Join(hdr.Values("Link"), ", "))
 	rels := []string{"self", relVoice, relActiveClaims}
@@ -82,6 +86,23 @@ func checkHeaders(hdr http.Header, wantAlternate bool) error {
 	if !strings.HasPrefix(lt, `"`) || !strings.Contains(lt, "{identity_id}") ||
 		!strings.Contains(lt, `;rel="`+relLive+`"`) || !strings.Contains(lt, `;type="text/event-stream"`) {
 		return fmt.Errorf("Link-Template %q, want a quoted template with {identity_id}, rel=%q and type text/event-stream", lt, relLive)
+	}
+	return nil
+}
+
+// checkCacheControl checks that Cache-Control holds every directive of
+// want and never public (spec §9).
+func checkCacheControl(hdr http.Header, want ...string) error {
+	cc := strings.ToLower(strings.Join(hdr.Values("Cache-Control"), ","))
+	have := map[string]bool{}
+	for _, d := range strings.Split(cc, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(d), "=")
+		have[name] = true
+	}
+	for _, d := range want {
+		if !have[d] || have["public"] {
+			return fmt.Errorf("Cache-Control %q, want %s and never public", cc, strings.Join(want, ", "))
+		}
 	}
 	return nil
 }

@@ -117,6 +117,25 @@ func (h *httpRun) refusals(ctx context.Context, g *Group) {
 	r, err = h.post(ctx, canonical(unknownKey))
 	expect("unregistered signing key", r, err, http.StatusForbidden, "sender_or_signing_key_not_active")
 
+	// Nesting (spec §2): 64 levels are the content's to judge, 65 are
+	// refused before anything else, arrays and objects alike.
+	deep := func(n int, open, close string) []byte {
+		return []byte(`{"x":` + strings.Repeat(open, n-1) + "null" + strings.Repeat(close, n-1) + `}`)
+	}
+	r, err = h.post(ctx, deep(64, "[", "]"))
+	if err == nil && r.status == http.StatusBadRequest && r.errorCode() == "json_depth_exceeded" {
+		err = errors.New("refused as json_depth_exceeded at depth 64, the bound")
+	} else if err == nil && r.status < 400 {
+		err = fmt.Errorf("status %d, want a refusal", r.status)
+	}
+	g.record("arrays 64 deep are not json_depth_exceeded", err)
+	r, err = h.post(ctx, deep(65, "[", "]"))
+	expect("arrays 65 deep", r, err, http.StatusBadRequest, "json_depth_exceeded")
+	r, err = h.post(ctx, deep(65, `{"a":`, "}"))
+	expect("objects 65 deep", r, err, http.StatusBadRequest, "json_depth_exceeded")
+	r, err = h.post(ctx, append([]byte(`{"x":1,`), deep(65, "[", "]")[1:]...))
+	expect("65 deep with a duplicate member: depth first", r, err, http.StatusBadRequest, "json_depth_exceeded")
+
 	// Transport refusals (spec §3, §9, §10).
 	r, err = h.do(ctx, "POST", "/v1/correspondence/events", h.rw, canonical(intent()), "Content-Type", "text/plain")
 	expect("text/plain body", r, err, http.StatusUnsupportedMediaType, "content_type_unsupported")

@@ -220,6 +220,8 @@ func (h *httpRun) paging(ctx context.Context, g *Group) {
 		{"after not a number", "&after=abc", "after_invalid"},
 		{"limit 0", "&limit=0", "limit_invalid"},
 		{"limit 201", "&limit=201", "limit_invalid"},
+		{"unknown query parameter", "&cursor=1", "query_invalid"},
+		{"repeated query parameter", "&limit=1&limit=2", "query_invalid"},
 	} {
 		r, err := h.do(ctx, "GET", "/v1/correspondence/events?"+h.query()+c.q, h.ro, nil)
 		if err == nil {
@@ -241,12 +243,20 @@ func (h *httpRun) negotiation(ctx context.Context, g *Group) {
 		{"Accept Atom", mediaAtom, mediaAtom, http.StatusOK},
 		{"Accept text/html", "text/html", "", http.StatusNotAcceptable},
 		{"Accept JSON in latin-1", mediaJSON + "; charset=iso-8859-1", "", http.StatusNotAcceptable},
+		{"Accept JSON with another parameter before q", mediaJSON + ";profile=other", "", http.StatusNotAcceptable},
+		{"Accept an Atom entry", mediaAtom + ";type=entry", "", http.StatusNotAcceptable},
+		{"Accept extensions after q are ignored", mediaJSON + ";q=1;charset=iso-8859-1", mediaJSON, http.StatusOK},
+		{"a malformed q invalidates its range", mediaAtom + ";q=wat, " + mediaJSON + ";q=0.5", mediaJSON, http.StatusOK},
+		{"q above 1 invalidates its range", mediaAtom + ";q=2, " + mediaJSON + ";q=0.5", mediaJSON, http.StatusOK},
+		{"q with four decimals invalidates its range", mediaAtom + ";q=1.0001, " + mediaJSON + ";q=0.5", mediaJSON, http.StatusOK},
 	} {
 		r, err := h.do(ctx, "GET", path, h.ro, nil, "Accept", c.accept)
 		if err == nil {
 			switch {
 			case r.status != c.status:
 				err = fmt.Errorf("status %d, want %d", r.status, c.status)
+			case c.status == http.StatusNotAcceptable:
+				err = r.expectError(c.status, "representation_not_acceptable")
 			case c.status != http.StatusOK:
 			case mediaOf(r.header) != c.media:
 				err = fmt.Errorf("Content-Type %q, want %s", mediaOf(r.header), c.media)

@@ -43,7 +43,7 @@ const maxListAfter = 200
 // listPage reads a listing's after and limit, asks list for one row more
 // than limit (to know has_more), and writes the page: item turns a row
 // into its JSON, id gives the row's id for next_after. Errors: 400
-// query_parameter_unknown, after_invalid, limit_invalid; the store's.
+// query_invalid, after_invalid, limit_invalid; the store's.
 func listPage[T, J any](s *Server, w http.ResponseWriter, r *http.Request, member string,
 	list func(ctx context.Context, after string, limit int) ([]T, error), id func(T) string, item func(T) J, extra ...string) {
 	if _, ok := negotiate(r, []string{mediaJSON}); !ok {

@@ -138,7 +138,7 @@ func TestAdminListings(t *testing.T) {
 		{"/v1/admin/identities/" + a.IdentityID + "/keys", operatorToken, "project_id_required"},
 		{"/v1/admin/projects/" + pid + "/tokens?after=", tok, "after_invalid"},
 		{"/v1/admin/projects/" + pid + "/tokens?limit=0", tok, "limit_invalid"},
-		{"/v1/admin/projects/" + pid + "/identities?state=x", tok, "query_parameter_unknown"},
+		{"/v1/admin/projects/" + pid + "/identities?state=x", tok, "query_invalid"},
 		{"/v1/admin/projects/" + pid + "/tokens?after=%FF", tok, "after_invalid"},
 		{"/v1/admin/projects/" + pid + "/tokens?after=%00", tok, "after_invalid"},
 		{"/v1/admin/projects/" + pid + "/identities?after=%C3%28", tok, "after_invalid"},
@@ -152,7 +152,7 @@ func TestAdminListings(t *testing.T) {
 	wantError(t, e.do("GET", "/v1/admin/identities/00000000-0000-4000-8000-000000000000/keys", tok, nil), 404, "not_found")
 	wantError(t, e.do("GET", "/v1/admin/projects/"+pid+"/tokens", e.newToken(pid, "read", "append"), nil), 403, "scope_insufficient")
 	for _, accept := range []string{"text/html", "application/json;q=0", "application/atom+xml"} {
-		wantError(t, e.do("GET", "/v1/admin/projects/"+pid+"/identities", tok, nil, "Accept", accept), 406, "not_acceptable")
+		wantError(t, e.do("GET", "/v1/admin/projects/"+pid+"/identities", tok, nil, "Accept", accept), 406, "representation_not_acceptable")
 	}
 	mustStatus(t, e.do("GET", "/v1/admin/projects/"+pid+"/identities", tok, nil, "Accept", "application/*"), 200)
 }

@@ -45,7 +45,7 @@ func TestAtomFeedReadersAndSchema(t *testing.T) {
 
 	feed := e.do("GET", "/v1/correspondence/events.atom?repository_id=repo", tok, nil)
 	mustStatus(t, feed, 200)
-	if ct := feed.Header.Get("Content-Type"); ct != "application/atom+xml" {
+	if ct := feed.Header.Get("Content-Type"); ct != "application/atom+xml; charset=utf-8" {
 		t.Fatalf("Content-Type %q", ct)
 	}
 	jsonPage := e.do("GET", "/v1/correspondence/events?repository_id=repo", tok, nil)

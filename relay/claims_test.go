@@ -235,17 +235,17 @@ func TestProjectionRefusals(t *testing.T) {
 			{"no repository", "", tok, nil, 400, "repository_id_required"},
 			{"bad repository", "?repository_id=a%20b", tok, nil, 400, "repository_id_invalid"},
 			{"bad thread", "?repository_id=r&thread_id=", tok, nil, 400, "thread_id_invalid"},
-			{"unknown parameter", "?repository_id=r&limit=5", tok, nil, 400, "query_parameter_unknown"},
-			{"repeated parameter", "?repository_id=r&repository_id=s", tok, nil, 400, "query_parameter_repeated"},
-			{"atom not offered", "?repository_id=r", tok, []string{"Accept", "application/atom+xml"}, 406, "not_acceptable"},
-			{"latin1 charset", "?repository_id=r", tok, []string{"Accept", "application/json; charset=latin1"}, 406, "not_acceptable"},
+			{"unknown parameter", "?repository_id=r&limit=5", tok, nil, 400, "query_invalid"},
+			{"repeated parameter", "?repository_id=r&repository_id=s", tok, nil, 400, "query_invalid"},
+			{"atom not offered", "?repository_id=r", tok, []string{"Accept", "application/atom+xml"}, 406, "representation_not_acceptable"},
+			{"latin1 charset", "?repository_id=r", tok, []string{"Accept", "application/json; charset=latin1"}, 406, "representation_not_acceptable"},
 		}
 		if path == "/v1/correspondence/claims" {
 			cases = append(cases,
 				refusal{"bad path", "?repository_id=r&path=a/../b", tok, nil, 400, "path_invalid"},
 				refusal{"trailing slash path", "?repository_id=r&path=src/", tok, nil, 400, "path_invalid"})
 		} else {
-			cases = append(cases, refusal{"path is not a voice parameter", "?repository_id=r&path=src", tok, nil, 400, "query_parameter_unknown"})
+			cases = append(cases, refusal{"path is not a voice parameter", "?repository_id=r&path=src", tok, nil, 400, "query_invalid"})
 		}
 		for _, tc := range cases {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
@@ -271,12 +271,12 @@ func TestProjectionRepresentations(t *testing.T) {
 		t.Run(route, func(t *testing.T) {
 			def := e.do("GET", path, tok, nil)
 			mustStatus(t, def, 200)
-			if ct := def.Header.Get("Content-Type"); ct != "application/vnd.agenttool.correspondence+json" {
+			if ct := def.Header.Get("Content-Type"); ct != "application/vnd.agenttool.correspondence+json; charset=utf-8" {
 				t.Errorf("default Content-Type %q", ct)
 			}
 			plain := e.do("GET", path, tok, nil, "Accept", "application/json; charset=utf-8")
 			mustStatus(t, plain, 200)
-			if ct := plain.Header.Get("Content-Type"); ct != "application/json" {
+			if ct := plain.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 				t.Errorf("application/json Content-Type %q", ct)
 			}
 			if !bytes.Equal(def.Body, plain.Body) {
@@ -288,7 +288,7 @@ func TestProjectionRepresentations(t *testing.T) {
 			}
 			for _, inm := range []string{etag, "W/" + etag, `"x", ` + etag, "*"} {
 				nm := e.do("GET", path, tok, nil, "If-None-Match", inm)
-				if nm.Status != 304 || len(nm.Body) != 0 || nm.Header.Get("ETag") != etag {
+				if nm.Status != 304 || len(nm.Body) != 0 || nm.Header.Get("ETag") != etag || nm.Header.Get("Content-Type") != def.Header.Get("Content-Type") {
 					t.Errorf("If-None-Match %s: %d %q", inm, nm.Status, nm.Body)
 				}
 			}
@@ -302,7 +302,7 @@ func TestProjectionRepresentations(t *testing.T) {
 			}
 			for _, h := range []struct{ name, want string }{
 				{"Vary", "Accept, Authorization"},
-				{"Cache-Control", "private"},
+				{"Cache-Control", "private, no-cache, no-transform"},
 				{"Link-Template", `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream"`},
 			} {
 				if got := def.Header.Get(h.name); got != h.want {

@@ -53,17 +53,19 @@ var (
 	errMethodNotAllowed = errf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "method not allowed on this resource")
 
 	// Requests: media types, bodies, queries.
-	errNotAcceptable       = errf(http.StatusNotAcceptable, wire.CodeNotAcceptable, "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json or application/json (and, for events, application/atom+xml)")
-	errNotAcceptableStream = errf(http.StatusNotAcceptable, wire.CodeNotAcceptable, "no acceptable representation").withHint("accept text/event-stream")
+	errNotAcceptable       = errf(http.StatusNotAcceptable, wire.CodeRepresentationNotAcceptable, "no acceptable representation").withHint("accept application/vnd.agenttool.correspondence+json or application/json (and, for events, application/atom+xml)")
+	errNotAcceptableStream = errf(http.StatusNotAcceptable, wire.CodeRepresentationNotAcceptable, "no acceptable representation").withHint("accept text/event-stream")
 	errUnsupportedType     = errf(http.StatusUnsupportedMediaType, wire.CodeContentTypeUnsupported, "the request body must be application/json or application/vnd.agenttool.correspondence+json (charset utf-8 only)")
 	errBodyTooLarge        = errf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "the request body exceeds this route's size limit").withHint("events and envelopes: 65536 bytes; contracts: 262144; admin bodies: 16384")
 	errBodyTimeout         = errf(http.StatusRequestTimeout, wire.CodeRequestTimeout, "the request body did not arrive in time")
 	errBodyUnreadable      = errf(http.StatusBadRequest, wire.CodeBodyUnreadable, "the request body could not be read")
 	errBodyInvalid         = errf(http.StatusBadRequest, wire.CodeBodyInvalid, "the body has unknown members or members of the wrong type")
 	errQueryInvalid        = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "the query string is malformed")
+	// An unknown or repeated parameter is query_invalid too, as the
+	// reference profile names it; the message says which.
 	// errQueryParameterUnknown gets a hint naming the allowed parameters.
-	errQueryParameterUnknown  = errf(http.StatusBadRequest, wire.CodeQueryParameterUnknown, "unknown query parameter")
-	errQueryParameterRepeated = errf(http.StatusBadRequest, wire.CodeQueryParameterRepeated, "a query parameter is repeated")
+	errQueryParameterUnknown  = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "unknown query parameter")
+	errQueryParameterRepeated = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "a query parameter is repeated")
 	errRepositoryIDRequired   = errf(http.StatusBadRequest, wire.CodeRepositoryIDRequired, "repository_id is required on reads")
 	errRepositoryIDInvalid    = errf(http.StatusBadRequest, wire.CodeRepositoryIDInvalid, "repository_id is not a valid opaque id")
 	errThreadIDInvalid        = errf(http.StatusBadRequest, wire.CodeThreadIDInvalid, "thread_id is not a valid opaque id")
@@ -84,6 +86,8 @@ var (
 	errAppendUnavailable     = errf(http.StatusServiceUnavailable, wire.CodeCorrespondenceAppendUnavailable, "the event log cannot accept events right now").withHint("retry the same exact event later; it is idempotent")
 	errProjectionUnavailable = errf(http.StatusServiceUnavailable, wire.CodeCorrespondenceProjectionUnavailable,
 		"the claims projection cannot be read right now").withHint("retry later; an empty answer is never served in its place")
+	errReadUnavailable = errf(http.StatusServiceUnavailable, wire.CodeCorrespondenceReadUnavailable,
+		"the event log cannot be read right now").withHint("retry later with the same cursor")
 
 	// The wake stream (spec §9). errTooManyStreams refuses a stream beyond
 	// the per-token cap: one read token must not be able to hold the
@@ -185,11 +189,19 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errAlreadyExists
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound
+	case errors.Is(err, store.ErrUnavailable) && correspondenceRead(r):
+		return errReadUnavailable
 	case errors.Is(err, store.ErrUnavailable):
 		return errUnavailable
 	}
 	s.log.ErrorContext(r.Context(), "unhandled error", "method", r.Method, "path", logPath(r), "err", err)
 	return errInternal
+}
+
+// correspondenceRead reports whether r is a GET or HEAD of a correspondence
+// route (spec §9), whose store failures are correspondence_read_unavailable.
+func correspondenceRead(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/correspondence/")
 }
 
 // writeError ends a request with the error's JSON body.

@@ -76,8 +76,11 @@ func TestSeedSigningVectorEndToEnd(t *testing.T) {
 	if m["lineage_status"] != "valid" {
 		t.Errorf("lineage_status = %v, want valid", m["lineage_status"])
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/vnd.agenttool.correspondence+json" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/vnd.agenttool.correspondence+json; charset=utf-8" {
 		t.Errorf("Content-Type = %q", ct)
+	}
+	if cc := r.Header.Get("Cache-Control"); cc != "private, no-store" {
+		t.Errorf("POST Cache-Control = %q, want private, no-store", cc)
 	}
 
 	// Exact retry: 200 with the original receipt.

@@ -93,7 +93,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	if string(r.Body) != want {
 		t.Fatalf("create body\n got %s\nwant %s", r.Body, want)
 	}
-	if r.Header.Get("Location") != "http://relay.test/v1/handoffs/"+id || r.Header.Get("Content-Type") != "application/json" {
+	if r.Header.Get("Location") != "http://relay.test/v1/handoffs/"+id || r.Header.Get("Content-Type") != "application/json; charset=utf-8" {
 		t.Fatalf("headers %v", r.Header)
 	}
 	etag1 := r.Header.Get("ETag")
@@ -304,7 +304,7 @@ func TestHandoffPutRefusals(t *testing.T) {
 		{name: "id exists", path: id, body: edit(func(m map[string]any) { m["idempotencyKey"] = "idem-key-key-b" }), status: 409, code: "handoff_exists"},
 		{name: "content type", path: id, body: contractJSON(t, valid), hdr: []string{"Content-Type", "text/plain"}, status: 415, code: "content_type_unsupported"},
 		{name: "too large", path: id, body: bytes.Repeat([]byte(" "), 262145), status: 413, code: "body_too_large"},
-		{name: "not acceptable", path: id, body: contractJSON(t, valid), hdr: []string{"Accept", "application/atom+xml"}, status: 406, code: "not_acceptable"},
+		{name: "not acceptable", path: id, body: contractJSON(t, valid), hdr: []string{"Accept", "application/atom+xml"}, status: 406, code: "representation_not_acceptable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -518,9 +518,9 @@ func TestHandoffList(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ query, code string }{
-		{"status=accepted", "query_parameter_unknown"},
+		{"status=accepted", "query_invalid"},
 		{"state=done", "state_invalid"},
-		{"state=accepted&state=running", "query_parameter_repeated"},
+		{"state=accepted&state=running", "query_invalid"},
 		{"assignee=", "assignee_invalid"},
 		{"after=x", "after_invalid"},
 		{"after=" + newUUID(), "after_invalid"},
@@ -529,7 +529,7 @@ func TestHandoffList(t *testing.T) {
 	} {
 		wantError(t, e.do("GET", "/v1/handoffs?"+tc.query, tok, nil), 400, tc.code)
 	}
-	wantError(t, e.do("GET", "/v1/handoffs/"+ids[0]+"?x=1", tok, nil), 400, "query_parameter_unknown")
+	wantError(t, e.do("GET", "/v1/handoffs/"+ids[0]+"?x=1", tok, nil), 400, "query_invalid")
 	wantError(t, e.do("GET", "/v1/handoffs/"+ids[0]+"/versions?after=01", tok, nil), 400, "after_invalid")
 	wantError(t, e.do("GET", "/v1/handoffs/"+newUUID()+"/versions", tok, nil), 404, "not_found")
 }

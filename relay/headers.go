@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/dunglas/httpsfv"
+
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Link relations of spec §9.
@@ -16,6 +18,15 @@ const (
 	relVoice        = "https://agenttool.dev/rels/correspondence-voice"
 	relActiveClaims = "https://agenttool.dev/rels/active-claims"
 	relLive         = "https://agenttool.dev/rels/correspondence-live"
+	relDescribedBy  = "describedby" // RFC 8288 registry: the relay's profile page
+)
+
+// Cache-Control of correspondence responses (spec §9): reads are private
+// and revalidated every time (the ETag makes that cheap); POST answers are
+// never stored. Neither is ever public.
+const (
+	cacheControlRead = "private, no-cache, no-transform"
+	cacheControlPost = "private, no-store"
 )
 
 // wakeTemplate is the RFC 6570 template of the wake stream (spec §9).
@@ -41,9 +52,9 @@ type linkSet struct {
 }
 
 // setCorrespondenceHeaders writes the headers every correspondence response
-// carries: Link (self, alternate, voice, active-claims[, next]),
+// carries: Link (self, alternate, voice, active-claims[, next], describedby),
 // Link-Template (live wake stream, RFC 9652 structured field), Vary and
-// Cache-Control.
+// Cache-Control (cacheControlPost for a POST, else cacheControlRead).
 func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request, repositoryID, threadID string, ls linkSet) {
 	base := s.publicBase(r)
 	q := repoQuery(repositoryID, threadID)
@@ -70,10 +81,15 @@ func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request
 	}
 	add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
 	add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
+	add(base+profilePath, relDescribedBy, "")
 	h.Set("Link", strings.Join(links, ", "))
 	h.Set("Link-Template", s.linkTemplateField(r))
 	h.Set("Vary", "Accept, Authorization")
-	h.Set("Cache-Control", "private")
+	if r.Method == http.MethodPost {
+		h.Set("Cache-Control", cacheControlPost)
+	} else {
+		h.Set("Cache-Control", cacheControlRead)
+	}
 }
 
 // linkTemplateField serializes the live template as an RFC 9652
@@ -189,7 +205,15 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, med
 		return
 	}
 	if ifNoneMatch(r, etag) {
-		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		// The 304 names the Content-Type of the 200 it stands for (spec
+		// §9). net/http drops a "Content-Type" key from every 304
+		// (suppressedHeaders in net/http/transfer.go), so the field goes
+		// under a lower-case key, which it writes as given; field names
+		// are case-insensitive (RFC 9110 §5.1) and HTTP/2 lower-cases
+		// them anyway.
+		h["content-type"] = []string{wire.ContentType(mediaType)}
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}

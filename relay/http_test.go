@@ -71,7 +71,7 @@ func TestPostRefusals(t *testing.T) {
 				if got := r.code(t); got != tc.code {
 					t.Errorf("error = %q, want %q (%s)", got, tc.code, r.Body)
 				}
-				if r.Header.Get("Content-Type") != "application/json" {
+				if r.Header.Get("Content-Type") != "application/json; charset=utf-8" {
 					t.Errorf("error Content-Type %q", r.Header.Get("Content-Type"))
 				}
 			}
@@ -204,8 +204,8 @@ func TestEventsQueryAndPaging(t *testing.T) {
 		{"thread", "repository_id=repo&thread_id=t2", 200, "", []string{ids[1], ids[3]}, `{"after":null,"has_more":false,"next_after":"4"}`},
 		{"empty repo", "repository_id=none", 200, "", nil, `{"after":null,"has_more":false,"next_after":null}`},
 		{"missing repository", "", 400, "repository_id_required", nil, ""},
-		{"unknown parameter", "repository_id=repo&cursor=1", 400, "query_parameter_unknown", nil, ""},
-		{"repeated parameter", "repository_id=repo&limit=1&limit=2", 400, "query_parameter_repeated", nil, ""},
+		{"unknown parameter", "repository_id=repo&cursor=1", 400, "query_invalid", nil, ""},
+		{"repeated parameter", "repository_id=repo&limit=1&limit=2", 400, "query_invalid", nil, ""},
 		{"after leading zero", "repository_id=repo&after=01", 400, "after_invalid", nil, ""},
 		{"after negative", "repository_id=repo&after=-1", 400, "after_invalid", nil, ""},
 		{"limit 0", "repository_id=repo&limit=0", 400, "limit_invalid", nil, ""},
@@ -245,22 +245,50 @@ func TestNegotiationAndHeaders(t *testing.T) {
 	mustStatus(t, e.post(a, a.intent("repo", "hi")), 201)
 	path := "/v1/correspondence/events?repository_id=repo"
 
+	// Content-Type values (spec §9): what is served, with charset=utf-8; a
+	// 406 is an error body, plain JSON.
+	const (
+		vnd  = "application/vnd.agenttool.correspondence+json; charset=utf-8"
+		js   = "application/json; charset=utf-8"
+		atom = "application/atom+xml; charset=utf-8"
+	)
 	cases := []struct {
 		accept string
 		status int
 		ct     string
 	}{
-		{"", 200, "application/vnd.agenttool.correspondence+json"},
-		{"*/*", 200, "application/vnd.agenttool.correspondence+json"},
-		{"application/json", 200, "application/json"},
-		{"application/atom+xml", 200, "application/atom+xml"},
-		{"application/json;q=0.5, application/atom+xml;q=0.9", 200, "application/atom+xml"},
-		{"application/*;q=0.1, application/json;q=0.8", 200, "application/json"},
-		{"application/json; charset=utf-8", 200, "application/json"},
-		{"application/json; charset=iso-8859-1", 406, "application/json"},
-		{"text/html", 406, "application/json"},
-		{"application/json;q=0", 406, "application/json"},
-		{"application/json;q=0, */*;q=0.1", 200, "application/vnd.agenttool.correspondence+json"},
+		{"", 200, vnd},
+		{"*/*", 200, vnd},
+		{"application/json", 200, js},
+		{"application/atom+xml", 200, atom},
+		{"application/json;q=0.5, application/atom+xml;q=0.9", 200, atom},
+		{"application/*;q=0.1, application/json;q=0.8", 200, js},
+		{"application/json; charset=utf-8", 200, js},
+		{`application/json; charset="UTF-8"`, 200, js},
+		{"application/json; charset=iso-8859-1", 406, js},
+		{"text/html", 406, js},
+		{"application/json;q=0", 406, js},
+		{"application/json;q=0, */*;q=0.1", 200, vnd},
+		// A media-range parameter before q other than charset=utf-8
+		// matches no offer.
+		{"application/json;profile=other", 406, js},
+		{"application/atom+xml;type=entry", 406, js},
+		{"application/json;profile=other, application/atom+xml;q=0.5", 200, atom},
+		{"application/json;charset=utf-8;profile=x", 406, js},
+		// Parameters after q are accept extensions, ignored.
+		{"application/json;q=1;charset=iso-8859-1", 200, js},
+		{"application/atom+xml;q=0.5;type=entry, application/json;q=0.4", 200, atom},
+		// A malformed q invalidates its range: it matches nothing, the
+		// others still count (so */* alone picks the default, vendor JSON).
+		{"application/vnd.agenttool.correspondence+json;q=wat, */*", 200, vnd},
+		{"application/atom+xml;q=wat, application/json;q=0.1", 200, js},
+		{"application/atom+xml;q=1.0001, application/json;q=0.1", 200, js},
+		{"application/atom+xml;q=2, application/json;q=0.1", 200, js},
+		{"application/json;q=wat", 406, js},
+		{"application/json;q=0.001", 200, js},
+		{"application/json;q=1.000", 200, js},
+		// The charset=utf-8 range is more specific than the bare type.
+		{"application/json;charset=utf-8;q=0, application/json", 406, js},
 	}
 	for _, tc := range cases {
 		t.Run("accept "+tc.accept, func(t *testing.T) {
@@ -269,7 +297,7 @@ func TestNegotiationAndHeaders(t *testing.T) {
 			if got := r.Header.Get("Content-Type"); got != tc.ct {
 				t.Errorf("Content-Type %q, want %q", got, tc.ct)
 			}
-			if tc.status == 406 && r.code(t) != "not_acceptable" {
+			if tc.status == 406 && r.code(t) != "representation_not_acceptable" {
 				t.Errorf("code %s", r.code(t))
 			}
 		})
@@ -279,7 +307,7 @@ func TestNegotiationAndHeaders(t *testing.T) {
 	h := r.Header
 	for name, want := range map[string]string{
 		"Vary":                   "Accept, Authorization",
-		"Cache-Control":          "private",
+		"Cache-Control":          "private, no-cache, no-transform",
 		"X-Content-Type-Options": "nosniff",
 		"Link-Template":          `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream"`,
 	} {
@@ -290,7 +318,8 @@ func TestNegotiationAndHeaders(t *testing.T) {
 	wantLink := `<http://relay.test/v1/correspondence/events?repository_id=repo>; rel="self"; type="application/vnd.agenttool.correspondence+json", ` +
 		`<http://relay.test/v1/correspondence/events.atom?repository_id=repo>; rel="alternate"; type="application/atom+xml", ` +
 		`<http://relay.test/v1/correspondence/voice?repository_id=repo>; rel="https://agenttool.dev/rels/correspondence-voice"; type="application/vnd.agenttool.correspondence+json", ` +
-		`<http://relay.test/v1/correspondence/claims?repository_id=repo>; rel="https://agenttool.dev/rels/active-claims"; type="application/vnd.agenttool.correspondence+json"`
+		`<http://relay.test/v1/correspondence/claims?repository_id=repo>; rel="https://agenttool.dev/rels/active-claims"; type="application/vnd.agenttool.correspondence+json", ` +
+		`<http://relay.test/v1/profile>; rel="describedby"`
 	if got := h.Get("Link"); got != wantLink {
 		t.Errorf("Link =\n%s\nwant\n%s", got, wantLink)
 	}
@@ -304,7 +333,8 @@ func TestNegotiationAndHeaders(t *testing.T) {
 	for _, inm := range []string{etag, "W/" + etag, `"nope", ` + etag, "*"} {
 		r304 := e.do("GET", path, tok, nil, "If-None-Match", inm)
 		mustStatus(t, r304, 304)
-		if len(r304.Body) != 0 || r304.Header.Get("ETag") != etag {
+		if len(r304.Body) != 0 || r304.Header.Get("ETag") != etag || r304.Header.Get("Content-Type") != "application/vnd.agenttool.correspondence+json; charset=utf-8" ||
+			r304.Header.Get("Cache-Control") != "private, no-cache, no-transform" || r304.Header.Get("Vary") != "Accept, Authorization" {
 			t.Errorf("304 for %q: body %q etag %q", inm, r304.Body, r304.Header.Get("ETag"))
 		}
 	}
@@ -385,7 +415,7 @@ func TestSelfLinkCannotBeInjected(t *testing.T) {
 	r := e.do("GET", "/v1/correspondence/events?repository_id=a%3E,%3Chttps://evil.example/x", tok, nil)
 	mustStatus(t, r, 200)
 	link := r.Header.Get("Link")
-	if strings.Contains(link, "<https://evil.example") || strings.Count(link, "<") != 4 {
+	if strings.Contains(link, "<https://evil.example") || strings.Count(link, "<") != 5 { // self, alternate, voice, claims, describedby
 		t.Fatalf("Link header carries an injected target: %s", link)
 	}
 	if !strings.HasPrefix(link, `<http://relay.test/v1/correspondence/events?repository_id=a%3E%2C%3Chttps%3A%2F%2Fevil.example%2Fx>; rel="self"`) {

@@ -11,10 +11,10 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// Handler returns the relay's routes. Every route but /healthz and the feed
-// capability's GET needs a bearer token, except the reads a public project
-// opens to everyone; every correspondence route acts on the bearer's
-// project.
+// Handler returns the relay's routes. Every route but /healthz,
+// /v1/profile, /websub/hub and the feed capability's GET needs a bearer
+// token, except the reads a public project opens to everyone; every
+// correspondence route acts on the bearer's project.
 func (s *Server) Handler() http.Handler {
 	// An unclean path (dot segments, doubled slashes) is not redirected to its clean form, which gorilla/mux would do
 	// with an empty 301 before any route or token check (for a POST too):
@@ -34,6 +34,7 @@ func (s *Server) Handler() http.Handler {
 	// A feed capability is in the path and is never a bearer token, so its
 	// GET is outside the bearer check.
 	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
+	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 
 	api := m.NewRoute().Subrouter()
 	api.Use(s.authMiddleware)

@@ -16,6 +16,7 @@ import (
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/token"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // MaxEventBytes is the raw POST body cap of spec §3 (413 body_too_large):
@@ -129,7 +130,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, m
 	b, err := json.Marshal(v, json.Deterministic(true))
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "encode response", "err", err)
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", wire.ContentTypeJSON)
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = w.Write([]byte(`{"error":"internal_error","message":"internal error"}`))
 		return
@@ -137,9 +138,11 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, m
 	s.writeBytes(w, r, status, mediaType, b)
 }
 
+// writeBytes ends a request with b as mediaType, served under its
+// wire.ContentType (JSON and Atom with "; charset=utf-8", spec §9).
 func (s *Server) writeBytes(w http.ResponseWriter, r *http.Request, status int, mediaType string, b []byte) {
 	h := w.Header()
-	h.Set("Content-Type", mediaType)
+	h.Set("Content-Type", wire.ContentType(mediaType))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)

@@ -38,7 +38,18 @@ type wakeFrame struct {
 	seq        int64
 	version    int64
 	occurredAt time.Time
+	newest     wakeRecord
 }
+
+// wakeRecord names the newest record of a frame (spec §9 context): its
+// ids and kind, never its body. Zero when that record could not be read;
+// the frame then carries received_seq alone.
+type wakeRecord struct {
+	eventID, repositoryID, threadID, kind string
+}
+
+// wakeReadTimeout bounds the read of a frame's newest record.
+const wakeReadTimeout = 5 * time.Second
 
 // wakeSub is one open wake stream. Its handler is the only receiver on
 // ch; publishers (holding the project's lock) are the only senders.
@@ -81,6 +92,7 @@ type wakeFanout struct {
 	reg interface {
 		ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
 	}
+	feed     recordsReader
 	advances store.Advances
 	log      *slog.Logger
 
@@ -92,7 +104,7 @@ type wakeFanout struct {
 }
 
 func newWakeFanout(st store.Store, log *slog.Logger, maxPerToken int) *wakeFanout {
-	return &wakeFanout{reg: st, advances: st, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
+	return &wakeFanout{reg: st, feed: st, advances: st, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
 }
 
 // subscribe registers a stream for identityID of projectID.
@@ -217,14 +229,44 @@ func (h *wakeFanout) fanOut(p *wakeProject) {
 		seq := p.pending
 		p.sent = seq
 		p.mu.Unlock()
-		h.publishAll(p, seq)
+		h.publishAll(p, seq, h.newest(p.id, seq))
 	}
+}
+
+// newest reads the ids of the record at seq with one store read, once per
+// fan-out (a coalesced burst reads only its newest). A failed read is
+// logged and leaves the frame with received_seq alone: the invalidation
+// still goes out.
+func (h *wakeFanout) newest(projectID string, seq int64) wakeRecord {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeReadTimeout)
+	defer cancel()
+	return readNewest(ctx, h.feed, h.log, projectID, seq)
+}
+
+// recordsReader is the one store.Feed method the wake frames need.
+type recordsReader interface {
+	RecordsAfter(ctx context.Context, projectID string, after int64, limit int) ([]store.Record, error)
+}
+
+// readNewest returns the ids of the record at seq (zero when it cannot be
+// read, or seq names no record).
+func readNewest(ctx context.Context, feed recordsReader, log *slog.Logger, projectID string, seq int64) wakeRecord {
+	recs, err := feed.RecordsAfter(ctx, projectID, seq-1, 1)
+	if err != nil {
+		log.Warn("wake fan-out: reading the newest record failed", "project_id", projectID, "received_seq", seq, "err", err)
+		return wakeRecord{}
+	}
+	if len(recs) == 0 || recs[0].ReceivedSeq != seq {
+		return wakeRecord{}
+	}
+	r := recs[0]
+	return wakeRecord{eventID: r.EventID, repositoryID: r.RepositoryID, threadID: r.ThreadID, kind: string(r.Kind)}
 }
 
 // publishAll pages the project's active identities wakePage at a time
 // (every active identity is a recipient, spec §9) and publishes to those
 // with streams here, at most wakeMaxInFlight at once.
-func (h *wakeFanout) publishAll(p *wakeProject, seq int64) {
+func (h *wakeFanout) publishAll(p *wakeProject, seq int64, newest wakeRecord) {
 	after := ""
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), wakePageTimeout)
@@ -242,7 +284,7 @@ func (h *wakeFanout) publishAll(p *wakeProject, seq int64) {
 			}
 		}
 		p.mu.Unlock()
-		inParallel(recipients, wakeMaxInFlight, func(id string) { p.publish(id, seq, time.Now()) })
+		inParallel(recipients, wakeMaxInFlight, func(id string) { p.publish(id, seq, newest, time.Now()) })
 		if len(ids) < wakePage {
 			return
 		}
@@ -278,14 +320,14 @@ func inParallel(items []string, n int, f func(string)) {
 // waiting: when a stream's buffer is full its oldest frame gives way, since
 // a newer invalidation supersedes it. A stream that stops reading is not
 // waited for either: its handler's write deadline ends it.
-func (p *wakeProject) publish(identityID string, seq int64, at time.Time) {
+func (p *wakeProject) publish(identityID string, seq int64, newest wakeRecord, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wi := p.identities[identityID]
 	if wi == nil {
 		return
 	}
-	f := wakeFrame{seq: seq, version: wi.next(at), occurredAt: at}
+	f := wakeFrame{seq: seq, version: wi.next(at), occurredAt: at, newest: newest}
 	for sub := range wi.subs {
 		sub.offer(f)
 	}
@@ -308,7 +350,7 @@ func (sub *wakeSub) offer(f wakeFrame) {
 }
 
 // publishTo sends one frame to a single stream (the Last-Event-ID answer).
-func (p *wakeProject) publishTo(sub *wakeSub, seq int64, at time.Time) {
+func (p *wakeProject) publishTo(sub *wakeSub, seq int64, newest wakeRecord, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	wi := p.identities[sub.identityID]
@@ -318,7 +360,7 @@ func (p *wakeProject) publishTo(sub *wakeSub, seq int64, at time.Time) {
 	if _, ok := wi.subs[sub]; !ok {
 		return
 	}
-	sub.offer(wakeFrame{seq: seq, version: wi.next(at), occurredAt: at})
+	sub.offer(wakeFrame{seq: seq, version: wi.next(at), occurredAt: at, newest: newest})
 }
 
 // next returns the identity's next wake_version: an in-process counter
@@ -373,8 +415,16 @@ type wakeEventJSON struct {
 	Context     wakeEventContext `json:"context"`
 }
 
+// wakeEventContext says what changed (spec §9): the newest receipt's
+// received_seq and that record's ids and kind, so a consumer can tell
+// which repository to read. The ids are left out when the record could not
+// be read.
 type wakeEventContext struct {
-	ReceivedSeq string `json:"received_seq"`
+	ReceivedSeq  string `json:"received_seq"`
+	EventID      string `json:"event_id,omitempty"`
+	RepositoryID string `json:"repository_id,omitempty"`
+	ThreadID     string `json:"thread_id,omitempty"`
+	Kind         string `json:"kind,omitempty"`
 }
 
 // handleWake serves GET /v1/wake/voice?identity_id=…&keys=correspondence
@@ -434,7 +484,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 	if last, ok := parseSeq(r.Header.Get("Last-Event-ID")); ok {
 		head, _, err := s.st.Head(r.Context(), p.ProjectID)
 		if err == nil && head > last {
-			sub.project.publishTo(sub, head, time.Now())
+			sub.project.publishTo(sub, head, readNewest(r.Context(), s.st, s.log, p.ProjectID, head), time.Now())
 		}
 	}
 
@@ -512,7 +562,8 @@ func appendWakeFrame(dst []byte, identityID string, f wakeFrame) ([]byte, error)
 	data, err := marshalJSON(wakeEventJSON{
 		Format: wakeEventFormat, Key: wakeKey, Kind: "updated", IdentityID: identityID,
 		OccurredAt: correspondence.FormatTimestamp(f.occurredAt), WakeVersion: f.version,
-		Context: wakeEventContext{ReceivedSeq: seq},
+		Context: wakeEventContext{ReceivedSeq: seq, EventID: f.newest.eventID, RepositoryID: f.newest.repositoryID,
+			ThreadID: f.newest.threadID, Kind: f.newest.kind},
 	})
 	if err != nil {
 		return dst, err

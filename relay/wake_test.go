@@ -154,14 +154,13 @@ type wakeData struct {
 	IdentityID  string `json:"identity_id"`
 	OccurredAt  string `json:"occurred_at"`
 	WakeVersion int64  `json:"wake_version"`
-	Context     struct {
-		ReceivedSeq string `json:"received_seq"`
-	} `json:"context"`
 }
 
-// checkFrame asserts the exact frame of spec §9 for identityID and seq and
-// returns its wake_version.
-func checkFrame(t *testing.T, f sseFrame, identityID, seq string) int64 {
+// checkFrame asserts the exact frame of spec §9 for identityID and seq,
+// whose newest record is ev, and returns its wake_version. A nil ev is a
+// seq the store holds no record for (Advance fed directly): the context is
+// then received_seq alone.
+func checkFrame(t *testing.T, f sseFrame, identityID, seq string, ev *correspondence.Event) int64 {
 	t.Helper()
 	var d wakeData
 	if err := json.Unmarshal([]byte(f.data), &d); err != nil {
@@ -170,9 +169,14 @@ func checkFrame(t *testing.T, f sseFrame, identityID, seq string) int64 {
 	if _, code := correspondence.ParseTimestamp(d.OccurredAt); code != "" || d.WakeVersion <= 0 {
 		t.Fatalf("occurred_at %q wake_version %d", d.OccurredAt, d.WakeVersion)
 	}
+	ctx := `{"received_seq":"` + seq + `"}`
+	if ev != nil {
+		ctx = `{"received_seq":"` + seq + `","event_id":"` + ev.ID + `","repository_id":"` + ev.RepositoryID +
+			`","thread_id":"` + ev.ThreadID + `","kind":"` + string(ev.Kind) + `"}`
+	}
 	want := `{"_format":"wake_event/v1","key":"correspondence","kind":"updated","identity_id":"` + identityID +
 		`","occurred_at":"` + d.OccurredAt + `","wake_version":` + strconv.FormatInt(d.WakeVersion, 10) +
-		`,"context":{"received_seq":"` + seq + `"}}`
+		`,"context":` + ctx + `}`
 	if f.id != seq || f.event != "change" || f.data != want {
 		t.Fatalf("frame id %q event %q data\n%s\nwant\n%s", f.id, f.event, f.data, want)
 	}
@@ -202,10 +206,10 @@ func TestWakeRefusals(t *testing.T) {
 		{"bad identity", "?identity_id=nope&keys=correspondence", tok, nil, 400, "identity_id_invalid"},
 		{"no keys", "?identity_id=" + a.IdentityID, tok, nil, 400, "keys_invalid"},
 		{"other keys", "?identity_id=" + a.IdentityID + "&keys=other", tok, nil, 400, "keys_invalid"},
-		{"unknown parameter", "?identity_id=" + a.IdentityID + "&keys=correspondence&x=1", tok, nil, 400, "query_parameter_unknown"},
+		{"unknown parameter", "?identity_id=" + a.IdentityID + "&keys=correspondence&x=1", tok, nil, 400, "query_invalid"},
 		{"inactive identity", "?identity_id=" + gone.IdentityID + "&keys=correspondence", tok, nil, 403, "identity_not_active"},
 		{"foreign identity", "?identity_id=" + stranger.IdentityID + "&keys=correspondence", tok, nil, 404, "not_found"},
-		{"json only", "?identity_id=" + a.IdentityID + "&keys=correspondence", tok, []string{"Accept", "application/json"}, 406, "not_acceptable"},
+		{"json only", "?identity_id=" + a.IdentityID + "&keys=correspondence", tok, []string{"Accept", "application/json"}, 406, "representation_not_acceptable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do("GET", "/v1/wake/voice"+tc.query, tc.tok, nil, tc.hdr...)
@@ -234,31 +238,34 @@ func TestWakeFrames(t *testing.T) {
 
 	ev := a.intent("repo", "one")
 	mustStatus(t, e.post(a, ev), 201)
-	va := checkFrame(t, sa.next(t), a.IdentityID, "1") // the sender's own stream too
-	vb := checkFrame(t, sb.next(t), b.IdentityID, "1")
+	va := checkFrame(t, sa.next(t), a.IdentityID, "1", ev) // the sender's own stream too
+	vb := checkFrame(t, sb.next(t), b.IdentityID, "1", ev)
 
 	// An exact retry (200) commits nothing new: no frame. The next append's
 	// frame is the next one each stream sees, with a higher wake_version.
 	mustStatus(t, e.post(a, ev), 200)
-	mustStatus(t, e.post(b, b.intent("repo", "two")), 201)
-	if v := checkFrame(t, sa.next(t), a.IdentityID, "2"); v <= va {
+	two := b.event("repo-2", "thread-2", correspondence.KindProgress, obj("summary", "two"), nil)
+	mustStatus(t, e.post(b, two), 201)
+	if v := checkFrame(t, sa.next(t), a.IdentityID, "2", two); v <= va {
 		t.Errorf("wake_version %d after %d", v, va)
 	}
-	if v := checkFrame(t, sb.next(t), b.IdentityID, "2"); v <= vb {
+	if v := checkFrame(t, sb.next(t), b.IdentityID, "2", two); v <= vb {
 		t.Errorf("wake_version %d after %d", v, vb)
 	}
 	// Nothing of this project reached the other project's stream.
 	if !so.quiet(200 * time.Millisecond) {
 		t.Fatal("another project's stream saw a frame")
 	}
-	mustStatus(t, e.post(stranger, stranger.intent("repo", "elsewhere")), 201)
-	checkFrame(t, so.next(t), stranger.IdentityID, "1")
+	elsewhere := stranger.intent("repo", "elsewhere")
+	mustStatus(t, e.post(stranger, elsewhere), 201)
+	checkFrame(t, so.next(t), stranger.IdentityID, "1", elsewhere)
 
 	// A deactivated identity is no longer a recipient: its stream ends
 	// without another change frame.
 	mustStatus(t, e.do("POST", "/v1/admin/identities/"+b.IdentityID+"/deactivate", tok, nil), 200)
-	mustStatus(t, e.post(a, a.intent("repo", "three")), 201)
-	checkFrame(t, sa.next(t), a.IdentityID, "3")
+	three := a.intent("repo", "three")
+	mustStatus(t, e.post(a, three), 201)
+	checkFrame(t, sa.next(t), a.IdentityID, "3", three)
 	if !sb.endsWithoutFrame(2 * time.Second) {
 		t.Error("a deactivated identity still receives frames")
 	}
@@ -283,18 +290,21 @@ func TestWakeLastEventID(t *testing.T) {
 	e := newEnv(t)
 	pid, tok := e.newProject("")
 	a := e.newAgent(pid, tok)
+	var last *correspondence.Event
 	for i := range 3 {
-		mustStatus(t, e.post(a, a.intent("repo", fmt.Sprint(i))), 201)
+		last = a.event("repo-"+fmt.Sprint(i), "thread-"+fmt.Sprint(i), correspondence.KindIntent, obj("summary", fmt.Sprint(i)), nil)
+		mustStatus(t, e.post(a, last), 201)
 	}
 	behind, _ := e.openWake(tok, a.IdentityID, "Last-Event-ID", "1")
-	checkFrame(t, behind.next(t), a.IdentityID, "3")
+	checkFrame(t, behind.next(t), a.IdentityID, "3", last) // the head's record, not the one after Last-Event-ID
 
 	current, _ := e.openWake(tok, a.IdentityID, "Last-Event-ID", "3")
 	garbled, _ := e.openWake(tok, a.IdentityID, "Last-Event-ID", "03")
-	mustStatus(t, e.post(a, a.intent("repo", "four")), 201)
-	checkFrame(t, current.next(t), a.IdentityID, "4") // nothing before it
-	checkFrame(t, garbled.next(t), a.IdentityID, "4")
-	checkFrame(t, behind.next(t), a.IdentityID, "4")
+	four := a.intent("repo", "four")
+	mustStatus(t, e.post(a, four), 201)
+	checkFrame(t, current.next(t), a.IdentityID, "4", four) // nothing before it
+	checkFrame(t, garbled.next(t), a.IdentityID, "4", four)
+	checkFrame(t, behind.next(t), a.IdentityID, "4", four)
 }
 
 // TestWakeFanOutPages: 150 identities (two pages of recipients) each with
@@ -312,9 +322,10 @@ func TestWakeFanOutPages(t *testing.T) {
 		streams, ids = append(streams, s), append(ids, id)
 	}
 	a := e.newAgent(pid, tok)
-	mustStatus(t, e.post(a, a.intent("repo", "to everyone")), 201)
+	ev := a.intent("repo", "to everyone")
+	mustStatus(t, e.post(a, ev), 201)
 	for i, s := range streams {
-		checkFrame(t, s.next(t), ids[i], "1")
+		checkFrame(t, s.next(t), ids[i], "1", ev)
 	}
 }
 
@@ -415,13 +426,13 @@ func TestWakeStalledSubscriberDropped(t *testing.T) {
 			t.Fatal("the stalled subscriber was never dropped")
 		}
 		srv.Advance(pid, seq)
-		checkFrame(t, good.next(t), a.IdentityID, strconv.FormatInt(seq, 10))
+		checkFrame(t, good.next(t), a.IdentityID, strconv.FormatInt(seq, 10), nil)
 	}
 	// The good stream goes on.
 	for range 10 {
 		seq++
 		srv.Advance(pid, seq)
-		checkFrame(t, good.next(t), a.IdentityID, strconv.FormatInt(seq, 10))
+		checkFrame(t, good.next(t), a.IdentityID, strconv.FormatInt(seq, 10), nil)
 	}
 	// The dropped stream's handler gave up on its blocked write and the
 	// relay closed that connection.

@@ -8,7 +8,7 @@ package wire
 //
 // Besides these, an error answer may carry a strict-profile reason of
 // canonicaljson (400, canonicaljson.Reason*: invalid_json,
-// duplicate_object_name, …) and, for a refused contract transition, a
+// duplicate_object_name, json_depth_exceeded, …) and, for a refused contract transition, a
 // handoff code (409, handoff.Code*: transition_not_allowed, …).
 const (
 	// Authentication and authorization (spec §10, §11).
@@ -19,22 +19,20 @@ const (
 	CodeNotFound              = "not_found"               // 404
 
 	// Requests: methods, media types, bodies, queries (spec §9).
-	CodeMethodNotAllowed       = "method_not_allowed"       // 405
-	CodeNotAcceptable          = "not_acceptable"           // 406
-	CodeRequestTimeout         = "request_timeout"          // 408
-	CodeBodyTooLarge           = "body_too_large"           // 413
-	CodeContentTypeUnsupported = "content_type_unsupported" // 415
-	CodeBodyUnreadable         = "body_unreadable"          // 400
-	CodeBodyInvalid            = "body_invalid"             // 400
-	CodeQueryInvalid           = "query_invalid"            // 400
-	CodeQueryParameterUnknown  = "query_parameter_unknown"  // 400
-	CodeQueryParameterRepeated = "query_parameter_repeated" // 400
-	CodeRepositoryIDRequired   = "repository_id_required"   // 400
-	CodeRepositoryIDInvalid    = "repository_id_invalid"    // 400
-	CodeThreadIDInvalid        = "thread_id_invalid"        // 400
-	CodePathInvalid            = "path_invalid"             // 400
-	CodeAfterInvalid           = "after_invalid"            // 400
-	CodeLimitInvalid           = "limit_invalid"            // 400
+	CodeMethodNotAllowed            = "method_not_allowed"            // 405
+	CodeRepresentationNotAcceptable = "representation_not_acceptable" // 406 (the reference profile's code)
+	CodeRequestTimeout              = "request_timeout"               // 408
+	CodeBodyTooLarge                = "body_too_large"                // 413
+	CodeContentTypeUnsupported      = "content_type_unsupported"      // 415
+	CodeBodyUnreadable              = "body_unreadable"               // 400
+	CodeBodyInvalid                 = "body_invalid"                  // 400
+	CodeQueryInvalid                = "query_invalid"                 // 400: malformed, or an unknown or repeated parameter
+	CodeRepositoryIDRequired        = "repository_id_required"        // 400
+	CodeRepositoryIDInvalid         = "repository_id_invalid"         // 400
+	CodeThreadIDInvalid             = "thread_id_invalid"             // 400
+	CodePathInvalid                 = "path_invalid"                  // 400
+	CodeAfterInvalid                = "after_invalid"                 // 400
+	CodeLimitInvalid                = "limit_invalid"                 // 400
 
 	// Appending events (spec §3, §6, §7) and reading projections (§8).
 	CodeEventInvalid                        = "event_invalid"                         // 400, with issues
@@ -46,6 +44,7 @@ const (
 	CodeEventIDCollision                    = "event_id_collision"                    // 409
 	CodeCorrespondenceAppendUnavailable     = "correspondence_append_unavailable"     // 503: retry the same event
 	CodeCorrespondenceProjectionUnavailable = "correspondence_projection_unavailable" // 503
+	CodeCorrespondenceReadUnavailable       = "correspondence_read_unavailable"       // 503: a correspondence read failed in the store
 
 	// The wake stream (spec §9).
 	CodeKeysInvalid        = "keys_invalid"         // 400

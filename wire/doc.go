@@ -1,7 +1,9 @@
 // Package wire holds the JSON shapes of the relay's HTTP answers
 // (spec/correspondence-0.1.md §7–§9, §11): records and receipts, the
 // append answer with its warnings, pages, the claims projection, the voice
-// snapshot, and the error body with the stable error codes. The relay
+// snapshot, the error body with the stable error codes, and the media
+// types with the exact Content-Type values they are served under (which a
+// WebSub delivery reuses). The relay
 // marshals them (github.com/go-json-experiment/json with
 // json.Deterministic(true): members in the order the fields are declared)
 // and the client SDK unmarshals them (encoding/json), so the two never

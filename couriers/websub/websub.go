@@ -42,9 +42,9 @@ const Name = "websub"
 
 // Content types of deliveries: byte-identical to a GET of the topic
 // (spec/websub.md "Topics").
-var (
-	ContentTypeAtom = "application/atom+xml"
-	ContentTypeJSON = "application/vnd.agenttool.correspondence+json"
+const (
+	ContentTypeAtom = wire.ContentTypeAtom
+	ContentTypeJSON = wire.ContentTypeVendorJSON
 )
 
 // Store is what the courier reads and writes: subscriptions and the tokens
@@ -276,7 +276,7 @@ func Render(publicURL string, sub store.Subscription, entries []store.Record) ([
 		Updated: time.Unix(0, 0).UTC(),
 		Links: []atom.Link{
 			{Rel: "hub", Href: publicURL + hub.HubPath},
-			{Rel: "self", Type: ContentTypeAtom, Href: sub.Topic},
+			{Rel: "self", Type: wire.MediaTypeAtom, Href: sub.Topic},
 		},
 	}
 	if sub.ThreadID != "" {
