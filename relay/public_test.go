@@ -74,7 +74,7 @@ func TestPublicProjectReads(t *testing.T) {
 				{"unknown project without token", path + newUUID(), "", 401, "unauthorized"},
 				{"invalid project_id without token", path + "x", "", 401, "unauthorized"},
 				{"public, bad token", path + pub, "acr_nope", 401, "unauthorized"},
-				{"public, unknown parameter", path + pub + "&x=1", "", 400, "query_parameter_unknown"},
+				{"public, unknown parameter", path + pub + "&x=1", "", 400, "query_invalid"},
 				{"public, repeated project_id", path + pub + "&project_id=" + pub, "", 401, "unauthorized"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
@@ -372,7 +372,7 @@ func TestFeedCapabilities(t *testing.T) {
 	if !bytes.Equal(feed.Body, topic.Body) || feed.Header.Get("Link") != topic.Header.Get("Link") {
 		t.Fatalf("feed differs from the topic:\n%s\n%s", feed.Body, topic.Body)
 	}
-	if feed.Header.Get("Content-Type") != "application/atom+xml" || feed.Header.Get("Referrer-Policy") != "no-referrer" {
+	if feed.Header.Get("Content-Type") != "application/atom+xml; charset=utf-8" || feed.Header.Get("Referrer-Policy") != "no-referrer" {
 		t.Fatalf("headers %v", feed.Header)
 	}
 	for _, tc := range []struct {
@@ -385,7 +385,7 @@ func TestFeedCapabilities(t *testing.T) {
 		{"the feed id as the capability", "GET", "/v1/feeds/" + feedID + ".atom?repository_id=repo", "", 404, "not_found"},
 		{"another repository", "GET", "/v1/feeds/" + capability + ".atom?repository_id=repo-2", "", 404, "not_found"},
 		{"no repository", "GET", "/v1/feeds/" + capability + ".atom", "", 400, "repository_id_required"},
-		{"a thread", "GET", "/v1/feeds/" + capability + ".atom?repository_id=repo&thread_id=t", "", 400, "query_parameter_unknown"},
+		{"a thread", "GET", "/v1/feeds/" + capability + ".atom?repository_id=repo&thread_id=t", "", 400, "query_invalid"},
 		{"a forged secret", "GET", "/v1/feeds/" + capability[:len(capability)-2] + "AA.atom?repository_id=repo", "", 404, "not_found"},
 		{"revoke by another project", "DELETE", "/v1/feeds/" + feedID, otherTok, 404, "not_found"},
 		{"revoke without token", "DELETE", "/v1/feeds/" + feedID, "", 401, "unauthorized"},
