@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -308,29 +309,59 @@ func (db *DB) Close() error {
 	return errors.Join(db.r.Close(), db.w.Close(), db.ck.Close())
 }
 
-// mapErr translates a driver error to a store sentinel: unique and
-// primary-key violations to ErrExists, sql.ErrNoRows to ErrNotFound,
-// context errors kept as they are, everything else ErrUnavailable. The
-// driver error itself is never wrapped, so nothing above store can reach it.
+// mapErr adds op as context to err and translates the driver's errors to
+// store sentinels: a unique or primary-key violation (modernc's
+// *sqlite.Error) to ErrExists, any other SQLite result code and
+// database/sql's connection and transaction errors to ErrUnavailable,
+// sql.ErrNoRows to ErrNotFound. The driver error itself is never wrapped,
+// so nothing above store can reach it. Every other error (a store sentinel,
+// a sentinel of this package or a test's, a context error) passes through
+// unchanged, wrapped with %w, so a new sentinel needs no list to survive.
 func mapErr(op string, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w", op, err)
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
+	if s := driverSentinel(err); s != nil {
+		return fmt.Errorf("%s: %w", op, s)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// driverSentinel is the store sentinel (with the SQLite result code when
+// there is one) for an error of the driver or of database/sql, nil for any
+// other error.
+func driverSentinel(err error) error {
 	var se *sqlite.Error
-	if errors.As(err, &se) {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil // the caller's own error, kept as it is
+	case errors.As(err, &se):
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%s: %w", op, store.ErrExists)
+			return store.ErrExists
 		}
-		return fmt.Errorf("%s: %w (sqlite result code %d)", op, store.ErrUnavailable, se.Code())
+		return fmt.Errorf("%w (sqlite result code %d)", store.ErrUnavailable, se.Code())
+	case errors.Is(err, sql.ErrNoRows):
+		return store.ErrNotFound
+	case errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, errDBClosed()):
+		return store.ErrUnavailable
 	}
-	return fmt.Errorf("%s: %w", op, store.ErrUnavailable)
+	return nil
 }
+
+// errDBClosed is database/sql's error for a closed *sql.DB (after Close),
+// which it does not export: taken once from a closed in-memory database.
+// (A closed *sql.Stmt's error is a new value each time; reader.close
+// forgets its statements, so a read after Close meets errDBClosed.)
+var errDBClosed = sync.OnceValue(func() error {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return err
+	}
+	db.Close()
+	return db.Ping()
+})
 
 func parseTime(s string) time.Time {
 	t, err := time.Parse(timeLayout, s)
@@ -630,9 +661,8 @@ func (db *DB) PutSetting(ctx context.Context, name, value string) error {
 	return mapErr("put setting", err)
 }
 
-// writeTx runs fn in one transaction on the writer connection. Errors fn
-// returns that are already store sentinels pass through; driver errors are
-// mapped.
+// writeTx runs fn in one transaction on the writer connection; its error
+// goes through mapErr.
 func (db *DB) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -640,20 +670,9 @@ func (db *DB) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 	}
 	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		return wrapErr(op, err)
+		return mapErr(op, err)
 	}
 	return mapErr(op, tx.Commit())
-}
-
-// wrapErr keeps store sentinels and maps everything else.
-func wrapErr(op string, err error) error {
-	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrUnavailable,
-		store.ErrEventIDCollision, store.ErrSenderNotActive} {
-		if errors.Is(err, s) {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-	}
-	return mapErr(op, err)
 }
 
 // mustExist returns store.ErrNotFound unless query (a SELECT 1 …) has a row.

@@ -44,7 +44,7 @@ func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) err
 	select {
 	case err := <-j.done:
 		if err != nil {
-			return wrapErr(op, err)
+			return mapErr(op, err)
 		}
 		return nil
 	case <-ctx.Done():
