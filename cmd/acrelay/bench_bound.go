@@ -26,9 +26,8 @@ import (
 
 // acrelay bench-http-bound (hidden): the upper bound `acrelay bench
 // --compare-http-bound` measures a relay against. It is not a relay: an
-// HTTP server on the relay's http.Server settings (relay.HTTPServer) and
-// Go runtime settings (tuneRuntime, as serve on SQLite) whose
-// append does only the ceiling's work — parse and validate, canonicalize,
+// HTTP server on the relay's http.Server settings (relay.HTTPServer), on
+// Go's default runtime settings as serve runs, whose append does only the ceiling's work — parse and validate, canonicalize,
 // hash and verify the signature — and answers 201 without storing
 // anything. Its figure is what this machine's net/http, runtime and
 // kernel leave for a relay's storage: a durable relay's ratio to the
@@ -53,7 +52,6 @@ func newBenchBoundCmd() *cobra.Command {
 			if op == "" {
 				return errors.New("bench-http-bound: ACRELAY_OPERATOR_TOKEN is required")
 			}
-			tuneRuntime(true) // as serve on SQLite, so the bound holds for it
 			var blog *boundLog
 			if durableDir != "" {
 				l, err := openBoundLog(filepath.Join(durableDir, "bound.log"))
