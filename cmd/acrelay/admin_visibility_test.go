@@ -26,7 +26,7 @@ func TestProjectVisibilityCommands(t *testing.T) {
 	}
 	visibility := func(pid string) string {
 		t.Helper()
-		st, err := openStore(context.Background(), storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteWAL: "gathered", SQLiteMaxBatch: 128}, slog.New(slog.DiscardHandler))
+		st, err := openStore(context.Background(), storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteMaxBatch: 128}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

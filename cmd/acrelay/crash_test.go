@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/acrelay/acrelay/internal/pgtest"
 
 	_ "modernc.org/sqlite"
@@ -158,7 +160,7 @@ func crashUnderLoad(t *testing.T, storeArgs []string) {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			session := newBenchUUID()
+			session := newTestUUID()
 			for i := 1; ; i++ {
 				select {
 				case <-stop:
@@ -285,3 +287,6 @@ func TestCrashUnderLoadPostgres(t *testing.T) {
 
 // freshDatabase returns the URL of a throwaway database (pgtest).
 func freshDatabase(t *testing.T, _ string) string { return pgtest.FreshDatabase(t) }
+
+// newTestUUID returns a random UUID (version 4), such as a session id.
+func newTestUUID() string { return uuid.NewString() }

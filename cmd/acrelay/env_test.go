@@ -29,7 +29,7 @@ func newTestRoot(cmds ...*cobra.Command) *cobra.Command {
 // variable counts as unset.
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{"ACRELAY_SQLITE_MAX_BATCH", "ACRELAY_SQLITE_COMMITTER_SLICE", "ACRELAY_COURIER_LEASE", "ACRELAY_LOG_FORMAT",
+	for _, name := range []string{"ACRELAY_SQLITE_MAX_BATCH", "ACRELAY_COURIER_LEASE", "ACRELAY_LOG_FORMAT",
 		"ACRELAY_DATABASE_URL", "ACRELAY_DATABASE_URL_FILE", "ACRELAY_OPERATOR_TOKEN", "ACRELAY_OPERATOR_TOKEN_FILE"} {
 		t.Setenv(name, "")
 	}
@@ -61,8 +61,6 @@ func TestEnvValues(t *testing.T) {
 			wantErr: `ACRELAY_SQLITE_MAX_BATCH "abc": want an integer`},
 		{name: "invalid duration", env: []string{"ACRELAY_COURIER_LEASE=15"}, args: serve,
 			wantErr: `ACRELAY_COURIER_LEASE "15": want a Go duration such as 15s`},
-		{name: "invalid store duration", env: []string{"ACRELAY_SQLITE_COMMITTER_SLICE=fast"}, args: serve,
-			wantErr: `ACRELAY_SQLITE_COMMITTER_SLICE "fast": want a Go duration such as 100µs`},
 		{name: "int out of range", env: []string{"ACRELAY_SQLITE_MAX_BATCH=1000000000"}, args: create,
 			wantErr: `--sqlite-max-batch (ACRELAY_SQLITE_MAX_BATCH) 1000000000: want 1 to 16384`},
 		{name: "int zero", env: []string{"ACRELAY_SQLITE_MAX_BATCH=0"}, args: serve,
@@ -79,14 +77,10 @@ func TestEnvValues(t *testing.T) {
 			wantErr: "ACRELAY_OPERATOR_TOKEN_FILE: the file it names is empty"},
 		{name: "valid int", env: []string{"ACRELAY_SQLITE_MAX_BATCH=64"}, args: create,
 			flag: "sqlite-max-batch", want: "64"},
-		{name: "valid duration", env: []string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, args: create,
-			flag: "sqlite-committer-slice", want: "2ms"},
 		{name: "empty is unset", env: []string{"ACRELAY_SQLITE_MAX_BATCH="}, args: create,
 			flag: "sqlite-max-batch", want: "128"},
 		{name: "flag wins over an invalid int", env: []string{"ACRELAY_SQLITE_MAX_BATCH=abc"}, args: slices.Concat(create, []string{"--sqlite-max-batch", "32"}),
 			flag: "sqlite-max-batch", want: "32"},
-		{name: "flag wins over an invalid duration", env: []string{"ACRELAY_SQLITE_COMMITTER_SLICE=2"}, args: slices.Concat(create, []string{"--sqlite-committer-slice", "1ms"}),
-			flag: "sqlite-committer-slice", want: "1ms"},
 		{name: "flag wins over an unreadable secret file", env: []string{"ACRELAY_DATABASE_URL_FILE=" + missing}, args: slices.Concat(create, []string{"--database-url", ""}),
 			flag: "database-url", want: ""},
 	} {

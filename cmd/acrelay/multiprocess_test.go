@@ -31,7 +31,7 @@ type testProject struct {
 func registerProject(t *testing.T, url, op string) *testProject {
 	t.Helper()
 	_, m := httpJSON(t, "POST", url+"/v1/admin/projects", op, map[string]any{})
-	p := &testProject{id: m["project_id"].(string), session: newBenchUUID()}
+	p := &testProject{id: m["project_id"].(string), session: newTestUUID()}
 	_, m = httpJSON(t, "POST", url+"/v1/admin/projects/"+p.id+"/tokens", op, map[string]any{"scopes": []string{"read", "append", "admin"}})
 	p.token = m["token"].(string)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,7 +24,6 @@ import (
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
-	"github.com/acrelay/acrelay/store/sqlite"
 )
 
 // serveConfig is everything `acrelay serve` reads from flags and the
@@ -97,33 +95,6 @@ func newServeCmd() *cobra.Command {
 
 func init() { rootCmd.AddCommand(newServeCmd()) }
 
-// tuneRuntime sets the Go runtime as serve runs it; bench-http-bound runs
-// the same, so that its bound holds for the relay. An operator's GOGC (or
-// GOMEMLIMIT) and GOMAXPROCS win.
-//
-// Every POST allocates ~40 KB of short-lived garbage; with the default
-// GOGC=100 and a small live heap the collector runs many times a second.
-// 400 trades tens of MB of heap for ~5–10% less CPU per event.
-//
-// blockingCommits (SQLite): the group committer blocks in fdatasync(2)
-// for ~0.3–0.5 ms a commit, and Go's scheduler takes the processor (P)
-// back from a thread blocked in a system call only lazily (its monitor
-// polls every 20 µs to 10 ms): until then that core's share of the
-// handlers' work (verifying signatures) waits. One P more than the cores
-// Go would use lets the handlers keep every core busy while the committer
-// waits for the disk (+8–9% events/s at 16 clients on 2 cores; see
-// docs/performance.md). PostgreSQL commits wait on the network poller,
-// which gives the P up at once. (Setting it stops Go from following later
-// changes of a container's CPU limit; the limit at start-up still counts.)
-func tuneRuntime(blockingCommits bool) {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-	if os.Getenv("GOMAXPROCS") == "" && blockingCommits {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
-}
-
 // minCourierLease is the shortest --courier-lease: a holder renews its
 // lease every third of it, so a shorter one is mostly renewals (and under
 // a millisecond the stores refuse it, which left the courier retrying in
@@ -192,7 +163,6 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	tuneRuntime(cfg.DatabaseURL == "")
 	st, err := openStore(ctx, cfg.storeConfig, logger)
 	if err != nil {
 		return err
@@ -272,19 +242,6 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	attrs := []any{"addr", ln.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0)}
-	if cfg.DatabaseURL == "" {
-		attrs = append(attrs, "sqlite_wal_writes", cfg.SQLiteWAL)
-		if db, ok := st.(*sqlite.DB); ok {
-			switch d, err := db.CommitterSlice(); {
-			case d > 0:
-				attrs = append(attrs, "sqlite_committer_slice", d.String())
-			case err != nil:
-				attrs = append(attrs, "sqlite_committer_slice", "default: "+err.Error())
-			default:
-				attrs = append(attrs, "sqlite_committer_slice", "default")
-			}
-		}
-	}
 	logger.Info("relay listening", attrs...)
 
 	select {

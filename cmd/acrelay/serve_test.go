@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/registry"
 )
@@ -299,33 +297,6 @@ func TestErrorText(t *testing.T) {
 	}
 }
 
-// TestSQLiteWALWritesFlag: --sqlite-wal-writes takes gathered or direct;
-// anything else is refused before a data directory is created.
-func TestSQLiteWALWritesFlag(t *testing.T) {
-	run := func(data, mode string) error {
-		cmd := rootCmd
-		cmd.SetOut(io.Discard)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs([]string{"project", "create", "--data-dir", data, "--json", "--sqlite-wal-writes", mode})
-		return cmd.Execute()
-	}
-	// Flag values stick to the global command between runs: leave the default.
-	t.Cleanup(func() { _ = run(t.TempDir(), "gathered") })
-	bad := filepath.Join(t.TempDir(), "never")
-	err := run(bad, "Direct")
-	if err == nil || !strings.Contains(err.Error(), `--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) "Direct": want gathered or direct`) {
-		t.Fatalf("bad mode: %v", err)
-	}
-	if _, err := os.Stat(bad); !os.IsNotExist(err) {
-		t.Fatalf("a refused mode created the data directory: %v", err)
-	}
-	for _, mode := range []string{"direct", "gathered"} {
-		if err := run(servedStore(t), mode); err != nil {
-			t.Fatalf("%s: %v", mode, err)
-		}
-	}
-}
-
 // servedStore returns a data directory holding the store serve's first
 // start leaves: opened with serve's opener and given its default project.
 // The local admin commands need one (TestAdminCommandsNeedAStore).
@@ -333,7 +304,7 @@ func servedStore(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
 	ctx := context.Background()
-	st, err := openStore(ctx, storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteWAL: "gathered", SQLiteMaxBatch: 128, Create: true}, slog.New(slog.DiscardHandler))
+	st, err := openStore(ctx, storeConfig{DataDir: data, SQLiteSync: "fdatasync", SQLiteMaxBatch: 128, Create: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,63 +395,4 @@ func TestAdminCommandsNeedAStore(t *testing.T) {
 			t.Fatalf("the data directory was created: %v", err)
 		}
 	})
-}
-
-// TestServeCommitterSlice: serve asks for the group committer's slice
-// (100µs by default, or --sqlite-committer-slice, or its environment
-// variable; 0 leaves the default scheduling) and logs what it got.
-func TestServeCommitterSlice(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped with -short")
-	}
-	supported := false // Linux 6.12 or later reports every thread's slice
-	if a, err := unix.SchedGetAttr(0, 0); err == nil && a.Runtime > 0 {
-		supported = true
-	}
-	bin := acrelayBinary(t)
-	listening := func(env []string, args ...string) string {
-		t.Helper()
-		addr := freeAddr(t)
-		cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--data-dir", t.TempDir()}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout = io.Discard
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), `msg="relay listening"`) {
-				return sc.Text()
-			}
-		}
-		t.Fatalf("serve %v exited without listening", args)
-		return ""
-	}
-	value := regexp.MustCompile(`sqlite_committer_slice=("[^"]*"|\S+)`)
-	for _, c := range []struct {
-		env  []string
-		args []string
-		want string
-	}{
-		{nil, nil, "100µs"},
-		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, nil, "2ms"},
-		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2ms"}, []string{"--sqlite-committer-slice", "0"}, "default"},
-		{[]string{"ACRELAY_SQLITE_COMMITTER_SLICE=2"}, []string{"--sqlite-committer-slice", "0"}, "default"}, // the flag wins; the invalid value does not matter
-	} {
-		want, ok := c.want, func(v string) bool { return v == c.want }
-		if !supported && want != "default" {
-			// An older kernel, or a seccomp filter that refuses the call.
-			want = `"default: slice not applied: …"`
-			ok = func(v string) bool { return strings.HasPrefix(v, `"default: slice not applied: `) }
-		}
-		line := listening(c.env, c.args...)
-		if m := value.FindStringSubmatch(line); m == nil || !ok(m[1]) {
-			t.Errorf("env %v, args %v: want sqlite_committer_slice=%s in\n%s", c.env, c.args, want, line)
-		}
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,8 +22,6 @@ type storeConfig struct {
 	DatabaseURL    string
 	SQLiteMaxBatch int
 	SQLiteSync     string
-	SQLiteWAL      string
-	SQLiteSlice    time.Duration
 	// Create lets openStore create a missing SQLite database and its
 	// directory, as serve's first start does. Without it (the admin
 	// commands) a directory with no database is refused, so a command run
@@ -36,11 +33,8 @@ func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
 	cmd.Flags().StringVar(&c.DataDir, "data-dir", envOr("ACRELAY_DATA_DIR", "./acrelay-data"), "directory of the embedded SQLite database (ACRELAY_DATA_DIR)")
 	cmd.Flags().IntVar(&c.SQLiteMaxBatch, "sqlite-max-batch", 128, "appends per SQLite group-commit transaction; 1 = one transaction per event, for comparison only (ACRELAY_SQLITE_MAX_BATCH)")
 	cmd.Flags().StringVar(&c.SQLiteSync, "sqlite-sync", envOr("ACRELAY_SQLITE_SYNC", "fdatasync"), "system call SQLite commits with: fdatasync (as SQLite's Linux builds; same durability) or fsync (ACRELAY_SQLITE_SYNC)")
-	cmd.Flags().StringVar(&c.SQLiteWAL, "sqlite-wal-writes", envOr("ACRELAY_SQLITE_WAL_WRITES", "gathered"), "how the SQLite writer writes the WAL: gathered (a commit's frames in one write; Linux) or direct (each frame as SQLite issues it); same durability (ACRELAY_SQLITE_WAL_WRITES)")
-	cmd.Flags().DurationVar(&c.SQLiteSlice, "sqlite-committer-slice", sqlite.DefaultCommitterSlice, "scheduling slice the SQLite group committer's thread asks Linux (6.12 or later) for, so it runs as soon as its sync completes; 0 = the default scheduling (ACRELAY_SQLITE_COMMITTER_SLICE)")
 	cmd.Flags().StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL; when set, used instead of SQLite (ACRELAY_DATABASE_URL or _FILE)")
 	bindEnv(cmd, "sqlite-max-batch", "ACRELAY_SQLITE_MAX_BATCH")
-	bindEnv(cmd, "sqlite-committer-slice", "ACRELAY_SQLITE_COMMITTER_SLICE")
 	bindSecretEnv(cmd, "database-url", "ACRELAY_DATABASE_URL")
 }
 
@@ -72,12 +66,6 @@ func (c storeConfig) check() error {
 	if c.SQLiteSync != "fdatasync" && c.SQLiteSync != "fsync" {
 		return fmt.Errorf("--sqlite-sync (ACRELAY_SQLITE_SYNC) %q: want fdatasync or fsync", c.SQLiteSync)
 	}
-	if c.SQLiteWAL != "gathered" && c.SQLiteWAL != "direct" {
-		return fmt.Errorf("--sqlite-wal-writes (ACRELAY_SQLITE_WAL_WRITES) %q: want gathered or direct", c.SQLiteWAL)
-	}
-	if c.SQLiteSlice < 0 {
-		return fmt.Errorf("--sqlite-committer-slice (ACRELAY_SQLITE_COMMITTER_SLICE) %s: want a duration ≥ 0", c.SQLiteSlice)
-	}
 	return nil
 }
 
@@ -91,10 +79,6 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {
 		logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
 	}
-	slice := c.SQLiteSlice
-	if slice == 0 {
-		slice = -1 // off
-	}
 	path := filepath.Join(c.DataDir, "acrelay.db")
 	if !c.Create {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -104,7 +88,7 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.OpenWith(ctx, path, logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, DirectWALWrites: c.SQLiteWAL == "direct", CommitterSlice: slice})
+	db, err := sqlite.OpenWith(ctx, path, logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}

@@ -129,7 +129,7 @@ func (db *DB) runAppendBatch(batch []*appendJob) {
 				if !jobError(err) {
 					return err
 				}
-				j.err = wrapErr("append", err)
+				j.err = mapErr("append", err)
 				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT append"); err != nil {
 					return err
 				}

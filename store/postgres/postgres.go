@@ -8,15 +8,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"sync"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/puddle/v2"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
@@ -131,8 +134,8 @@ func lockStream(ctx context.Context, tx pgx.Tx, projectID string) error {
 // inTx runs fn in one transaction and commits. A serialization failure, a
 // deadlock, or a failure before anything reached the server is retried
 // (maxAttempts in all, short backoff); fn must therefore only write its
-// results to its own variables on success paths it can repeat. Errors fn
-// returns that are already store sentinels pass through.
+// results to its own variables on success paths it can repeat. Its error
+// goes through mapErr.
 func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginTxFunc(ctx, db.pool, opts, fn)
@@ -147,7 +150,7 @@ func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(t
 			case <-ctx.Done():
 			}
 		}
-		err = wrapErr(op, err)
+		err = mapErr(op, err)
 		if errors.Is(err, store.ErrUnavailable) {
 			db.logger.WarnContext(ctx, "postgres store unavailable", "op", op, "err", err)
 		}
@@ -164,31 +167,60 @@ func retryable(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
-// mapErr translates a driver error to a store sentinel: unique violations
-// to ErrExists, foreign-key violations and pgx.ErrNoRows to ErrNotFound,
-// context errors kept as they are, everything else ErrUnavailable with the
-// SQLSTATE when there is one. The driver error itself is never wrapped (its
-// message may quote stored values), so nothing above store can reach it.
+// mapErr adds op as context to err and translates the driver's errors to
+// store sentinels: a unique violation (*pgconn.PgError 23505) to ErrExists,
+// a foreign-key violation (23503) and pgx.ErrNoRows to ErrNotFound, a
+// context error inside a driver error to the bare context error, and any
+// other server error (with its SQLSTATE), a failed connect, a network
+// error, a closed connection, pool or transaction to ErrUnavailable. The
+// driver error itself is never wrapped (its message may quote stored
+// values), so nothing above store can reach it. Every other error (a store
+// sentinel, a test's sentinel) passes through unchanged, wrapped with %w,
+// so a new sentinel needs no list to survive.
 func mapErr(op string, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w", op, ctxErr(err))
-	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
+	if s := driverSentinel(err); s != nil {
+		return fmt.Errorf("%s: %w", op, s)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// driverSentinel is the store sentinel for an error of pgx, pgconn, the
+// network or database/sql, nil for any other error.
+func driverSentinel(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	var ce *pgconn.ConnectError
+	var ne net.Error // context.DeadlineExceeded is one too: checked after it
+	var oe *net.OpError
+	var sae pgx.ScanArgError
+	// Every error type of pgconn's own (timeouts, a busy or closed
+	// connection, a context already done) says whether it is SafeToRetry.
+	var pgconnErr interface{ SafeToRetry() bool }
+	switch {
+	case errors.As(err, &pe):
 		switch pe.Code {
 		case "23505":
-			return fmt.Errorf("%s: %w", op, store.ErrExists)
+			return store.ErrExists
 		case "23503":
-			return fmt.Errorf("%s: %w", op, store.ErrNotFound)
+			return store.ErrNotFound
 		}
-		return fmt.Errorf("%s: %w (sqlstate %s)", op, store.ErrUnavailable, pe.Code)
+		return fmt.Errorf("%w (sqlstate %s)", store.ErrUnavailable, pe.Code)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if errors.As(err, &pgconnErr) || errors.As(err, &ce) || errors.As(err, &oe) {
+			return ctxErr(err) // not the driver's text around it
+		}
+		return nil // the caller's own error, kept as it is
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, sql.ErrNoRows):
+		return store.ErrNotFound
+	case errors.As(err, &ce), errors.As(err, &ne), errors.As(err, &pgconnErr), errors.As(err, &sae),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, pgx.ErrTxClosed), errors.Is(err, puddle.ErrClosedPool),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
+		return store.ErrUnavailable
 	}
-	return fmt.Errorf("%s: %w", op, store.ErrUnavailable)
+	return nil
 }
 
 // ctxErr returns the bare context error inside err.
@@ -197,18 +229,6 @@ func ctxErr(err error) error {
 		return context.Canceled
 	}
 	return context.DeadlineExceeded
-}
-
-// wrapErr keeps store sentinels and maps everything else.
-func wrapErr(op string, err error) error {
-	for _, s := range []error{store.ErrNotFound, store.ErrExists, store.ErrUnavailable,
-		store.ErrEventIDCollision, store.ErrSenderNotActive, store.ErrHandoffExists, store.ErrIdempotencyKeyReused,
-		store.ErrVersionConflict} {
-		if errors.Is(err, s) {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-	}
-	return mapErr(op, err)
 }
 
 // utc returns t in UTC (pgx decodes timestamptz in the local zone).

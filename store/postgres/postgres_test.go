@@ -12,8 +12,6 @@ import (
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
-const skipReason = "ACRELAY_TEST_DATABASE_URL not set; scripts/test.sh provisions a throwaway PostgreSQL"
-
 func freshDatabase(t testing.TB) string { return pgtest.FreshDatabase(t) }
 
 func openFresh(t testing.TB) *postgres.DB {

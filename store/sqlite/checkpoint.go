@@ -12,8 +12,9 @@ const (
 	// appends' pages in one go writes each hot page once, where frequent
 	// small checkpoints would copy the same index pages again and again.
 	checkpointEvents = 1024
-	// checkpointIdle is the longest a committed change waits in the WAL
-	// for its checkpoint when fewer than checkpointEvents arrive.
+	// checkpointIdle is Options.CheckpointIdle's default: the longest a
+	// committed change waits in the WAL for its checkpoint when fewer than
+	// checkpointEvents arrive.
 	checkpointIdle = 2 * time.Second
 	// walCatchUpFrames is the backlog, in frames, small enough to finish
 	// while holding the writer between two batches.
@@ -35,11 +36,9 @@ const (
 	// and SQLite (pcache1TruncateUnsafe) may walk the cache's whole hash
 	// table to do it: at 64 MiB that walk was 7% of the relay's CPU under
 	// load, against 1% at 8 MiB. Pages the cache misses come from the
-	// memory map (writerMmapBytes) without a read(2).
+	// kernel's page cache with a read(2). (No mmap_size: a read error on a
+	// mapped page is a SIGBUS that kills the process, not an error.)
 	writerCacheKiB = -8 << 10
-	// writerMmapBytes is the writer connection's mmap_size: the database
-	// file's first GiB is read through a memory map.
-	writerMmapBytes = 1 << 30
 )
 
 // checkpointLoop runs the WAL checkpoints on its own connection until
@@ -48,7 +47,7 @@ const (
 // database file and fsyncing it happens here, concurrently.
 //
 // A checkpoint starts once Options.CheckpointEvents appends or
-// checkpointIdle (whatever was written: registry writes too) have passed
+// Options.CheckpointIdle (whatever was written: registry writes too) have passed
 // since the last one. A PASSIVE checkpoint running beside the
 // writer never catches up with it completely, and SQLite restarts the WAL
 // from its beginning only once every frame has been copied; left alone
@@ -70,10 +69,10 @@ func (db *DB) checkpointLoop() {
 		}
 		db.checkExternal()
 		n := db.sinceCheckpoint.Load()
-		// Idle, a cycle still runs every checkpointIdle: registry,
+		// Idle, a cycle still runs every ckIdle: registry,
 		// handoff and courier writes never count as appends, and a cycle
 		// with nothing to copy costs one read of the WAL index.
-		if db.ckEvents < 0 || n < db.ckEvents && time.Since(last) < checkpointIdle {
+		if db.ckEvents < 0 || n < db.ckEvents && time.Since(last) < db.ckIdle {
 			continue
 		}
 		db.sinceCheckpoint.Add(-n)
@@ -89,6 +88,7 @@ func (db *DB) checkpointLoop() {
 			db.ckFailed.Store(nil)
 		}
 		db.ckCovered.Add(n)
+		db.ckCycles.Add(1)
 	}
 }
 

@@ -13,13 +13,9 @@
 //
 // Connections: one writer connection (BEGIN IMMEDIATE) used by the group
 // committer and the registry writes, and a separate pool of query_only
-// connections for reads, which in WAL mode never wait for the writer. On
-// Linux the writer connection opens the file through the gathering VFS
-// (walvfs.go): SQLite's default VFS, except that a commit's WAL frames
-// reach the file in one pwrite(2) before its sync, instead of two per
-// frame. The checkpointer's connection opens it through the same VFS, which
-// syncs the database file after every checkpoint pass, so the pass that
-// holds the writer (checkpoint.go) has only its own pages to sync.
+// connections for reads, which in WAL mode never wait for the writer. A
+// third connection runs the WAL checkpoints (checkpoint.go), concurrently
+// with appends. All use SQLite's default VFS.
 //
 // Clock: created_at and lineage_changed_at come from the database clock,
 // strftime('%Y-%m-%dT%H:%M:%fZ','now'): UTC with milliseconds. received_at
@@ -40,8 +36,9 @@
 // persists their results.
 //
 // Schema changes are embedded goose migrations (migrations/*.sql), applied
-// at Open. Driver errors never leave the package: unique violations become
-// store.ErrExists and everything else store.ErrUnavailable.
+// at Open. Driver errors never leave the package (mapErr): unique
+// violations become store.ErrExists and other driver errors
+// store.ErrUnavailable; errors that are not the driver's pass through.
 //
 // Open starts the writer goroutine and Close stops it, draining the queue
 // first; that is the one exception to "constructors start no goroutines",

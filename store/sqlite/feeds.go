@@ -157,7 +157,7 @@ func (db *DB) RecordsAt(ctx context.Context, sel store.Selection, offset int64, 
 	for rows.Next() {
 		rec, err := scanRecord(rows, sel.ProjectID)
 		if err != nil {
-			return nil, wrapErr("records at", err)
+			return nil, mapErr("records at", err)
 		}
 		out = append(out, rec)
 	}

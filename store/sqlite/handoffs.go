@@ -69,7 +69,7 @@ func (db *DB) CreateHandoff(ctx context.Context, v store.HandoffVersion) (store.
 	}
 	var out store.HandoffVersion
 	created := false
-	err := db.handoffTx(ctx, "create handoff", func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, "create handoff", func(tx *sql.Tx) error {
 		if err := mustExist(ctx, tx, projectExists, v.ProjectID); err != nil {
 			return err
 		}
@@ -112,7 +112,7 @@ func (db *DB) CreateHandoff(ctx context.Context, v store.HandoffVersion) (store.
 // AppendHandoffVersion stores the next version. See store.Handoffs.
 // Errors: store.ErrVersionConflict, store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) AppendHandoffVersion(ctx context.Context, v store.HandoffVersion) (store.HandoffVersion, error) {
-	err := db.handoffTx(ctx, "append handoff version", func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, "append handoff version", func(tx *sql.Tx) error {
 		var current int64
 		if err := tx.QueryRowContext(ctx, selectHandoffHead, v.ProjectID, v.HandoffID).Scan(&current, &v.IdempotencyKey); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -234,25 +234,6 @@ func (db *DB) HandoffEvents(ctx context.Context, projectID, handoffID string) ([
 		return nil, false, mapErr("handoff events", err)
 	}
 	return ids[:min(len(ids), store.MaxHandoffEvents)], len(ids) > store.MaxHandoffEvents, nil
-}
-
-// handoffTx is writeTx keeping the handoff sentinels, which writeTx
-// would otherwise map to store.ErrUnavailable.
-func (db *DB) handoffTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	var refused error
-	err := db.writeTx(ctx, op, func(tx *sql.Tx) error {
-		err := fn(tx)
-		for _, s := range []error{store.ErrHandoffExists, store.ErrIdempotencyKeyReused, store.ErrVersionConflict} {
-			if errors.Is(err, s) {
-				refused = s
-			}
-		}
-		return err
-	})
-	if refused != nil {
-		return fmt.Errorf("%s: %w", op, refused)
-	}
-	return err
 }
 
 // indexHandoffRef records a new handoff event's body.handoff_id inside

@@ -598,7 +598,7 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) (store.EventPage, 
 		}
 		rec, err := scanRecord(rows, q.ProjectID)
 		if err != nil {
-			return store.EventPage{}, wrapErr("events", err)
+			return store.EventPage{}, mapErr("events", err)
 		}
 		page.Records = append(page.Records, rec)
 	}

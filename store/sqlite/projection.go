@@ -97,10 +97,10 @@ func (db *DB) ClaimsSnapshot(ctx context.Context, q store.ClaimsQuery) (store.Cl
 	defer tx.Rollback()
 	snap, now, err := readSnapshotHead(ctx, tx, q.ProjectID)
 	if err != nil {
-		return store.ClaimsSnapshot{}, wrapErr("claims snapshot", err)
+		return store.ClaimsSnapshot{}, mapErr("claims snapshot", err)
 	}
 	if err := readActiveClaims(ctx, tx, q, now, &snap); err != nil {
-		return store.ClaimsSnapshot{}, wrapErr("claims snapshot", err)
+		return store.ClaimsSnapshot{}, mapErr("claims snapshot", err)
 	}
 	return snap, nil
 }
@@ -115,17 +115,17 @@ func (db *DB) VoiceSnapshot(ctx context.Context, q store.VoiceQuery) (store.Voic
 	defer tx.Rollback()
 	head, now, err := readSnapshotHead(ctx, tx, q.ProjectID)
 	if err != nil {
-		return store.VoiceSnapshot{}, wrapErr("voice snapshot", err)
+		return store.VoiceSnapshot{}, mapErr("voice snapshot", err)
 	}
 	v := store.VoiceSnapshot{ClaimsSnapshot: head}
 	if err := readRecent(ctx, tx, q, &v); err != nil {
-		return store.VoiceSnapshot{}, wrapErr("voice snapshot", err)
+		return store.VoiceSnapshot{}, mapErr("voice snapshot", err)
 	}
 	// The other parts degrade alone: a failure is reported, not fatal,
 	// unless the request itself ended.
 	partFailed := func(part string, err error) error {
 		if ctx.Err() != nil {
-			return wrapErr("voice snapshot", err)
+			return mapErr("voice snapshot", err)
 		}
 		db.logger.WarnContext(ctx, "voice part unavailable", "part", part, "project_id", q.ProjectID, "err", mapErr(part, err))
 		v.Unavailable = append(v.Unavailable, part)

@@ -2,13 +2,9 @@ package sqlite_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/sqlite"
@@ -53,48 +49,6 @@ func TestMaxBatchRange(t *testing.T) {
 	for _, n := range []int{0, 1, sqlite.MaxBatchLimit} {
 		openOpts(t, sqlite.Options{MaxBatch: n})
 	}
-}
-
-// TestRegistryWritesAreCheckpointed: writes that are not appends (here
-// tokens) reach the database file within a few idle checkpoint intervals;
-// before, only appends started a checkpoint, and a relay that only minted
-// tokens grew its WAL without bound.
-func TestRegistryWritesAreCheckpointed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "acrelay.db")
-	db, err := sqlite.OpenWith(context.Background(), path, nil, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	size := func() int64 {
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	p := must(db.CreateProject(context.Background(), storetest.NewUUID()))
-	time.Sleep(3 * time.Second) // the first idle cycle copies the project
-	before := size()
-	sum := sha256.Sum256([]byte("x"))
-	for i := range 2000 {
-		if _, err := db.CreateToken(context.Background(), store.Token{ID: fmt.Sprintf("token%05d", i), ProjectID: p.ID, Scopes: []string{store.ScopeRead}, Hash: sum[:]}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for deadline := time.Now().Add(10 * time.Second); size() == before; {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 2,000 tokens and 10 s the database file is still %d bytes: the WAL was not checkpointed", before)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 // TestWebSubDurable: the hub's subscriptions and pending verifications

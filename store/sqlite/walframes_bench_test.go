@@ -18,7 +18,7 @@ import (
 
 // BenchmarkAppendWALFrames measures what a durable append writes: b.N
 // progress events of ~1 KiB from 16 goroutines, one per thread and
-// session (the shape of `acrelay bench`), with checkpoints off so every
+// session (the shape of `acrelay-bench`), with checkpoints off so every
 // commit's frames stay in the WAL. It reports WAL frames (4 KiB pages,
 // each written with two pwrites) per append, appends per commit, and the
 // frames per append of each b-tree, read from the WAL's frame headers and

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -44,7 +43,7 @@ func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) err
 	select {
 	case err := <-j.done:
 		if err != nil {
-			return wrapErr(op, err)
+			return mapErr(op, err)
 		}
 		return nil
 	case <-ctx.Done():
@@ -68,26 +67,9 @@ const (
 // handlers, and one commit (one sync, and one write of each page the batch
 // shares) serves the wave. A lone client (batches of one) never waits. It
 // exits once the queue is closed and drained.
-//
-// With slice > 0 it holds its OS thread and asks for that scheduling
-// slice (setThreadSlice). Once the slice is applied the thread is never
-// released: it ends with the goroutine (Go parks it for good if it is the
-// process's main thread), so no other goroutine runs with the slice and
-// no thread inherits it. If the slice was not applied it releases the
-// thread at once (a locked goroutine pays a thread hand-off at every
-// wake-up). It closes started once that is settled.
-func (db *DB) writeLoop(slice time.Duration, started chan<- struct{}) {
+
+func (db *DB) writeLoop() {
 	defer close(db.done)
-	if slice > 0 {
-		runtime.LockOSThread()
-		db.committerSlice, db.committerSliceErr = setThreadSlice(slice)
-		if errors.Is(db.committerSliceErr, errSliceNotApplied) {
-			runtime.UnlockOSThread()
-		} else {
-			db.committerTID = threadID()
-		}
-	}
-	close(started)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	last := 0 // size of the previous batch

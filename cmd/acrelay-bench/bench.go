@@ -33,19 +33,22 @@ import (
 	"github.com/acrelay/acrelay/correspondence"
 )
 
-// acrelay bench: a load tool, not a test. It starts its own relay process
-// (unless --url is given), posts N distinct signed events from C
+// acrelay-bench: a load tool, not a test, and not part of the acrelay
+// binary operators run. It starts its own relay process (the acrelay
+// binary of --relay-bin; unless --url is given), posts N distinct signed events from C
 // concurrent clients over loopback, and reports events/s, latency
 // percentiles, server CPU per event (from /proc), and the ratio to the
 // single-core parse+canonicalize+hash+verify ceiling measured in the same
 // run. --compare-one-tx repeats the load against a relay that commits each
 // event in its own synchronous=FULL transaction. --compare-http-bound
-// repeats it against bench-http-bound, a server that does only the
+// repeats it against the http-bound subcommand, a server that does only the
 // ceiling's work per request and stores nothing: the most this machine's
 // HTTP stack, runtime and kernel leave for any relay (bench_bound.go).
 // --compare-durable-bound repeats it against the same server making each
 // event durable in a plain log with group commit before its 201: the most
 // this machine leaves for a relay that keeps the durability promise.
+// --relay-bin-b measures a second relay binary in the same run, round by
+// round after the first (A/B), and reports B / A.
 
 type benchConfig struct {
 	URL, Token   string
@@ -53,7 +56,7 @@ type benchConfig struct {
 	Clients      int
 	CompareOneTx bool
 	CompareBound bool
-	// CompareDurable measures the durable bound (bench-http-bound
+	// CompareDurable measures the durable bound (http-bound
 	// --durable-dir).
 	CompareDurable bool
 	DatabaseURL    string
@@ -62,6 +65,10 @@ type benchConfig struct {
 	// transaction per event with --compare-one-tx) and reports medians:
 	// on a shared or virtual machine single runs vary by ±15%.
 	Rounds int
+	// RelayBin is the acrelay binary the relay runs use (resolved by
+	// resolveRelayBin when empty); RelayBinB, when set, a second one
+	// measured in every round after it.
+	RelayBin, RelayBinB string
 }
 
 type benchResult struct {
@@ -88,11 +95,14 @@ type benchResult struct {
 func newBenchCmd() *cobra.Command {
 	var c benchConfig
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Load-test append throughput and latency against a relay (starts its own by default)",
-		Example: `  acrelay bench --events 20000 --clients 16 --compare-one-tx
-  acrelay bench --url http://127.0.0.1:8080 --token $ACRELAY_TOKEN --events 5000 --clients 16
-  acrelay bench --database-url postgres://postgres@127.0.0.1:5432/postgres --clients 1`,
+		Use:          "acrelay-bench",
+		Short:        "Load-test append throughput and latency against a relay (starts its own by default)",
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		Example: `  acrelay-bench --events 20000 --clients 16 --compare-one-tx
+  acrelay-bench --url http://127.0.0.1:8080 --token $ACRELAY_TOKEN --events 5000 --clients 16
+  acrelay-bench --database-url postgres://postgres@127.0.0.1:5432/postgres --clients 1
+  acrelay-bench --relay-bin /tmp/acrelay-old --relay-bin-b ./acrelay --rounds 7 --compare-durable-bound`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Token == "" {
 				c.Token = os.Getenv("ACRELAY_TOKEN") // read here, so --help never prints it
@@ -115,10 +125,10 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&c.DatabaseURL, "database-url", "", "start the relay on this PostgreSQL database instead of SQLite")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
 	f.IntVar(&c.Rounds, "rounds", 1, "repeat the measurement this many times, interleaved, and report medians")
+	f.StringVar(&c.RelayBin, "relay-bin", "", "acrelay binary the relay runs (default: acrelay next to this binary, else built from ./cmd/acrelay with go build)")
+	f.StringVar(&c.RelayBinB, "relay-bin-b", "", "a second acrelay binary, measured in every round after --relay-bin; reports B / A")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newBenchCmd()) }
 
 func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if ctx == nil {
@@ -127,23 +137,35 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 	if c.Events < 1 || c.Clients < 1 || c.Rounds < 1 {
 		return fmt.Errorf("--events, --clients and --rounds must be positive")
 	}
-	if c.URL != "" && (c.CompareOneTx || c.CompareBound || c.CompareDurable) {
-		return fmt.Errorf("--compare-one-tx, --compare-http-bound and --compare-durable-bound start their own servers: not with --url")
+	if c.URL != "" && (c.CompareOneTx || c.CompareBound || c.CompareDurable || c.RelayBinB != "") {
+		return fmt.Errorf("--compare-one-tx, --compare-http-bound, --compare-durable-bound and --relay-bin-b start their own servers: not with --url")
 	}
-	runs := []int{0}
+	if c.URL == "" {
+		bin, cleanup, err := resolveRelayBin(ctx, c.RelayBin)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		c.RelayBin = bin
+	}
+	runs := []benchRun{{bin: c.RelayBin}}
+	if c.RelayBinB != "" {
+		runs[0].ab = "A"
+		runs = append(runs, benchRun{bin: c.RelayBinB, ab: "B"})
+	}
 	if c.CompareOneTx {
-		runs = append(runs, 1)
+		runs = append(runs, benchRun{maxBatch: 1, bin: c.RelayBin, ab: runs[0].ab})
 	}
 	if c.CompareBound {
-		runs = append(runs, boundRun)
+		runs = append(runs, benchRun{maxBatch: boundRun})
 	}
 	if c.CompareDurable {
-		runs = append(runs, durableBoundRun)
+		runs = append(runs, benchRun{maxBatch: durableBoundRun})
 	}
 	results := make([][]benchResult, len(runs))
 	for range c.Rounds {
-		for i, maxBatch := range runs {
-			res, err := benchOnce(ctx, c, maxBatch)
+		for i, run := range runs {
+			res, err := benchOnce(ctx, c, run)
 			if err != nil {
 				return err
 			}
@@ -158,16 +180,14 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 			printBench(out, c.JSON, med[i])
 		}
 	}
-	for i, maxBatch := range runs {
-		if i == 0 || med[i].EventsPerSecond <= 0 {
-			continue
+	label := func(i int) string {
+		return strings.TrimSuffix(med[i].Label, fmt.Sprintf(", median of %d rounds", c.Rounds))
+	}
+	compare := func(name string, num, den benchResult, x string) {
+		if den.EventsPerSecond <= 0 {
+			return
 		}
-		name, x := "relay / "+med[i].Label, ""
-		if maxBatch == 1 {
-			name, x = "group commit / one-tx-per-event", "x"
-		}
-		name = strings.TrimSuffix(name, fmt.Sprintf(", median of %d rounds", c.Rounds))
-		ratio := med[0].EventsPerSecond / med[i].EventsPerSecond
+		ratio := num.EventsPerSecond / den.EventsPerSecond
 		if c.JSON { // --json output stays JSON lines
 			b, _ := json.Marshal(map[string]any{"comparison": name, "ratio": math.Round(ratio*1000) / 1000})
 			fmt.Fprintln(out, string(b))
@@ -175,7 +195,68 @@ func runBench(ctx context.Context, c benchConfig, out io.Writer) error {
 			fmt.Fprintf(out, "%s = %.2f%s\n", name, ratio, x)
 		}
 	}
+	relays := 1 // runs[0], and runs[1] with --relay-bin-b
+	if c.RelayBinB != "" {
+		relays = 2
+	}
+	for r := range relays {
+		name := "relay"
+		if relays == 2 {
+			name = "relay " + runs[r].ab
+		}
+		for i := relays; i < len(runs); i++ {
+			if runs[i].maxBatch == 1 {
+				compare("group commit / one-tx-per-event", med[0], med[i], "x")
+				continue
+			}
+			compare(name+" / "+label(i), med[r], med[i], "")
+		}
+	}
+	if relays == 2 {
+		compare("B / A", med[1], med[0], "")
+	}
 	return nil
+}
+
+// benchRun is one server a round measures: a relay (maxBatch 0: the
+// default group commit; 1: one transaction per event) of binary bin, or
+// one of the bounds (boundRun, durableBoundRun), which this binary serves.
+// ab is "A" or "B" in an A/B run, else empty.
+type benchRun struct {
+	maxBatch int
+	bin      string
+	ab       string
+}
+
+// resolveRelayBin returns the acrelay binary to measure: path when given;
+// else acrelay in this binary's directory; else one built from
+// ./cmd/acrelay with go build into a temporary directory, which cleanup
+// removes.
+func resolveRelayBin(ctx context.Context, path string) (bin string, cleanup func(), err error) {
+	nothing := func() {}
+	if path != "" {
+		if _, err := exec.LookPath(path); err != nil {
+			return "", nil, fmt.Errorf("--relay-bin: %w", err)
+		}
+		return path, nothing, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		next := filepath.Join(filepath.Dir(exe), "acrelay")
+		if fi, err := os.Stat(next); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return next, nothing, nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "acrelay-bench-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "acrelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/acrelay/acrelay/cmd/acrelay")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("no --relay-bin, no acrelay beside this binary, and go build ./cmd/acrelay failed (run from the module, or pass --relay-bin): %v\n%s", err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // medianBench is the median of each figure over rounds of one
@@ -226,7 +307,7 @@ func printBench(out io.Writer, asJSON bool, r benchResult) {
 }
 
 // boundRun and durableBoundRun are the maxBatch values of runs against
-// bench-http-bound, without and with --durable-dir.
+// http-bound, without and with --durable-dir.
 const (
 	boundRun        = -1
 	durableBoundRun = -2
@@ -241,17 +322,17 @@ type benchRelay struct {
 	exited  chan struct{} // closed once the process has exited
 }
 
-// benchServerArgs is the command line of the server a run measures: a
-// relay (maxBatch 0: the default group commit; > 0: that batch limit, 1
-// for one transaction per event) on SQLite in dir or on databaseURL, or
-// one of the bounds, which store nothing in a database (the durable one
-// writes its log in dir).
+// benchServerArgs is the command line (after the binary) of the server a
+// run measures: a relay (maxBatch 0: the default group commit; > 0: that
+// batch limit, 1 for one transaction per event) on SQLite in dir or on
+// databaseURL, or one of the bounds, which store nothing in a database
+// (the durable one writes its log in dir).
 func benchServerArgs(maxBatch int, addr, dir, databaseURL string) []string {
 	switch maxBatch {
 	case boundRun:
-		return []string{"bench-http-bound", "--addr", addr}
+		return []string{"http-bound", "--addr", addr}
 	case durableBoundRun:
-		return []string{"bench-http-bound", "--addr", addr, "--durable-dir", dir}
+		return []string{"http-bound", "--addr", addr, "--durable-dir", dir}
 	}
 	args := []string{"serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn"}
 	if maxBatch > 0 {
@@ -263,10 +344,14 @@ func benchServerArgs(maxBatch int, addr, dir, databaseURL string) []string {
 	return args
 }
 
-func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (_ *benchRelay, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+// startBenchRelay starts run's server: a relay of run.bin, or a bound
+// served by this binary.
+func startBenchRelay(ctx context.Context, run benchRun, databaseURL string) (_ *benchRelay, err error) {
+	exe := run.bin
+	if run.maxBatch == boundRun || run.maxBatch == durableBoundRun {
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "acrelay-bench-")
 	if err != nil {
@@ -286,7 +371,7 @@ func startBenchRelay(ctx context.Context, maxBatch int, databaseURL string) (_ *
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
-	cmd := exec.Command(exe, benchServerArgs(maxBatch, addr, dir, databaseURL)...)
+	cmd := exec.Command(exe, benchServerArgs(run.maxBatch, addr, dir, databaseURL)...)
 	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	stopWithParent(cmd)
@@ -434,7 +519,8 @@ func benchAdmin(client *http.Client, url, token, path string, in any) (map[strin
 	return m, nil
 }
 
-func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, error) {
+func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, error) {
+	maxBatch := run.maxBatch
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients * 2, MaxConnsPerHost: c.Clients * 2}}
 	url, token := c.URL, c.Token
 	pid := 0
@@ -450,9 +536,12 @@ func benchOnce(ctx context.Context, c benchConfig, maxBatch int) (benchResult, e
 	case durableBoundRun:
 		label = "durable bound (log + fdatasync)"
 	}
+	if run.ab != "" {
+		label += " (" + run.ab + ")"
+	}
 	var projectID string
 	if url == "" {
-		r, err := startBenchRelay(ctx, maxBatch, c.DatabaseURL)
+		r, err := startBenchRelay(ctx, run, c.DatabaseURL)
 		if err != nil {
 			return benchResult{}, err
 		}

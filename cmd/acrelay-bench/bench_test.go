@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +30,13 @@ func TestBenchRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four relay processes")
 	}
-	bin := acrelayBinary(t)
-	cmd := exec.Command(bin, "bench", "--events", "200", "--clients", "4", "--rounds", "2", "--compare-one-tx", "--json")
+	bin := benchBinary(t)
+	cmd := exec.Command(bin, "--events", "200", "--clients", "4", "--rounds", "2", "--compare-one-tx", "--json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("acrelay bench: %v\n%s", err, stderr.String())
+		t.Fatalf("acrelay-bench: %v\n%s", err, stderr.String())
 	}
 	var results []benchResult
 	var ratio string
@@ -107,12 +108,12 @@ func TestBenchBounds(t *testing.T) {
 		{"--compare-http-bound", "http bound (no store)"},
 		{"--compare-durable-bound", "durable bound (log + fdatasync)"},
 	} {
-		cmd := exec.Command(acrelayBinary(t), "bench", "--events", "200", "--clients", "4", c.flag, "--json")
+		cmd := exec.Command(benchBinary(t), "--events", "200", "--clients", "4", c.flag, "--json")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("acrelay bench %s: %v\n%s", c.flag, err, stderr.String())
+			t.Fatalf("acrelay-bench %s: %v\n%s", c.flag, err, stderr.String())
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if len(lines) != 3 {
@@ -230,8 +231,8 @@ func TestBenchServerArgs(t *testing.T) {
 		{0, "", "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn"},
 		{1, "", "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn --sqlite-max-batch 1"},
 		{0, db, "serve --addr 127.0.0.1:1 --data-dir /tmp/d --log-level warn --database-url postgres://x"},
-		{boundRun, db, "bench-http-bound --addr 127.0.0.1:1"},
-		{durableBoundRun, db, "bench-http-bound --addr 127.0.0.1:1 --durable-dir /tmp/d"},
+		{boundRun, db, "http-bound --addr 127.0.0.1:1"},
+		{durableBoundRun, db, "http-bound --addr 127.0.0.1:1 --durable-dir /tmp/d"},
 	} {
 		if got := strings.Join(benchServerArgs(c.maxBatch, addr, dir, c.db), " "); got != c.want {
 			t.Errorf("maxBatch %d, database %q:\n got %s\nwant %s", c.maxBatch, c.db, got, c.want)
@@ -245,7 +246,7 @@ func TestBenchServerArgs(t *testing.T) {
 func TestBenchServerExitsEarly(t *testing.T) {
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "acrelay-bench-*"))
 	start := time.Now()
-	cmd := exec.Command(acrelayBinary(t), "bench", "--events", "10", "--clients", "1", "--database-url", "postgres://nobody@127.0.0.1:1/none")
+	cmd := exec.Command(benchBinary(t), "--events", "10", "--clients", "1", "--database-url", "postgres://nobody@127.0.0.1:1/none")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `bench server "serve" exited before it became healthy`) {
 		t.Fatalf("bench against a relay that cannot start: %v\n%s", err, out)
@@ -256,5 +257,51 @@ func TestBenchServerExitsEarly(t *testing.T) {
 	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "acrelay-bench-*"))
 	if len(after) > len(before) {
 		t.Errorf("directories left behind: %v (before: %v)", after, before)
+	}
+}
+
+// TestBenchAB: --relay-bin-b measures a second relay binary in every
+// round after the first and reports each one's ratio to the durable bound
+// and B / A, all from the same run.
+func TestBenchAB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three server processes")
+	}
+	bin := benchBinary(t)
+	relay := filepath.Join(filepath.Dir(bin), "acrelay")
+	cmd := exec.Command(bin, "--events", "200", "--clients", "4", "--relay-bin", relay, "--relay-bin-b", relay, "--compare-durable-bound", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("acrelay-bench: %v\n%s", err, stderr.String())
+	}
+	var labels, comparisons []string
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		var r struct {
+			Label      string  `json:"label"`
+			Errors     int64   `json:"errors"`
+			Comparison string  `json:"comparison"`
+			Ratio      float64 `json:"ratio"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if r.Comparison != "" {
+			if r.Ratio <= 0 {
+				t.Errorf("%s: ratio %v", r.Comparison, r.Ratio)
+			}
+			comparisons = append(comparisons, r.Comparison)
+			continue
+		}
+		if r.Errors != 0 {
+			t.Errorf("%s: %d errors", r.Label, r.Errors)
+		}
+		labels = append(labels, r.Label)
+	}
+	wantLabels := []string{"sqlite group commit (A)", "sqlite group commit (B)", "durable bound (log + fdatasync)"}
+	wantCmp := []string{"relay A / durable bound (log + fdatasync)", "relay B / durable bound (log + fdatasync)", "B / A"}
+	if !slices.Equal(labels, wantLabels) || !slices.Equal(comparisons, wantCmp) {
+		t.Errorf("results %q and comparisons %q, want %q and %q", labels, comparisons, wantLabels, wantCmp)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// boundLog is the durable bound's log (bench-http-bound --durable-dir):
+// boundLog is the durable bound's log (http-bound --durable-dir):
 // the cheapest way we found to answer 201 only for an event that survives
 // a crash of the machine. Appends overwrite a ring in a file of
 // preallocated, synced zeros (so a sync has no block allocation or file

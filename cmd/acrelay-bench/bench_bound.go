@@ -24,18 +24,17 @@ import (
 	"github.com/acrelay/acrelay/relay"
 )
 
-// acrelay bench-http-bound (hidden): the upper bound `acrelay bench
+// acrelay-bench http-bound (hidden): the upper bound `acrelay-bench
 // --compare-http-bound` measures a relay against. It is not a relay: an
-// HTTP server on the relay's http.Server settings (relay.HTTPServer) and
-// Go runtime settings (tuneRuntime, as serve on SQLite) whose
-// append does only the ceiling's work — parse and validate, canonicalize,
+// HTTP server on the relay's http.Server settings (relay.HTTPServer), on
+// Go's default runtime settings as serve runs, whose append does only the ceiling's work — parse and validate, canonicalize,
 // hash and verify the signature — and answers 201 without storing
 // anything. Its figure is what this machine's net/http, runtime and
 // kernel leave for a relay's storage: a durable relay's ratio to the
 // ceiling can only be lower. It keeps one signing key (the last one the
 // bench registers) and serves only the routes the bench calls.
 //
-// With --durable-dir it is the durable bound (`acrelay bench
+// With --durable-dir it is the durable bound (`acrelay-bench
 // --compare-durable-bound`): before its 201 each append is also written to
 // a log in that directory and made durable with group commit (boundLog),
 // the least any relay that keeps issue 3's promise (a 201 survives a crash
@@ -44,16 +43,15 @@ import (
 func newBenchBoundCmd() *cobra.Command {
 	var addr, durableDir string
 	cmd := &cobra.Command{
-		Use:    "bench-http-bound",
-		Short:  "Serve the upper bounds acrelay bench --compare-http-bound and --compare-durable-bound measure (not a relay)",
+		Use:    "http-bound",
+		Short:  "Serve the upper bounds acrelay-bench --compare-http-bound and --compare-durable-bound measure (not a relay)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			op := os.Getenv("ACRELAY_OPERATOR_TOKEN")
 			if op == "" {
-				return errors.New("bench-http-bound: ACRELAY_OPERATOR_TOKEN is required")
+				return errors.New("http-bound: ACRELAY_OPERATOR_TOKEN is required")
 			}
-			tuneRuntime(true) // as serve on SQLite, so the bound holds for it
 			var blog *boundLog
 			if durableDir != "" {
 				l, err := openBoundLog(filepath.Join(durableDir, "bound.log"))
@@ -84,8 +82,6 @@ func newBenchBoundCmd() *cobra.Command {
 	cmd.Flags().StringVar(&durableDir, "durable-dir", "", "make each append durable in a log in this directory before answering (the durable bound)")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newBenchBoundCmd()) }
 
 // boundHandler holds the one project, token and key of a bench run.
 type boundHandler struct {
