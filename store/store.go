@@ -563,5 +563,6 @@ type Store interface {
 	Feed
 	Handoffs
 	Advances
+	Matrix
 	Close() error
 }
