@@ -32,8 +32,8 @@ const (
 	selectMatrixSync        = `SELECT since FROM matrix_sync WHERE sync_key = ?`
 	selectMatrixSubmissions = `SELECT matrix_event_id, room_id, sender, event, outcome, received_at
 		FROM matrix_submissions WHERE done = 0 ORDER BY received_at, matrix_event_id LIMIT ?`
-	setMatrixOutcome = `UPDATE matrix_submissions SET outcome = ?2 WHERE matrix_event_id = ?1 AND outcome IS NULL`
-	selectMatrixOutcome = `SELECT outcome FROM matrix_submissions WHERE matrix_event_id = ?`
+	setMatrixOutcome         = `UPDATE matrix_submissions SET outcome = ?2 WHERE matrix_event_id = ?1 AND outcome IS NULL`
+	selectMatrixOutcome      = `SELECT outcome FROM matrix_submissions WHERE matrix_event_id = ?`
 	completeMatrixSubmission = `UPDATE matrix_submissions SET done = 1, reply_event_id = ?2 WHERE matrix_event_id = ?1`
 )
 
