@@ -41,6 +41,9 @@ type Config struct {
 	// (429 too_many_streams beyond it); 0 means DefaultWakeMaxStreamsPerToken,
 	// a negative value no cap.
 	WakeMaxStreamsPerToken int
+	// Matrix makes and removes Matrix bindings (relay/appservice.go); nil
+	// when no homeserver is configured (the binding routes answer 404).
+	Matrix MatrixBinder
 }
 
 // Server serves the HTTP surface over one store.

@@ -148,7 +148,12 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 		}
 		c.setTrusted(b.ID, true)
 	}
-	for _, r := range todo {
+	for i, r := range todo {
+		if i > 0 { // an unbinding takes effect before the next record
+			if _, err := c.Store.MatrixBinding(ctx, projectID, t.ID); errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
+			}
+		}
 		content, full := recordContent(c.PublicURL, r)
 		for _, part := range []string{store.MatrixPartRecord, store.MatrixPartNotice} {
 			if sent[r.EventID+"\x00"+part] {
