@@ -38,6 +38,7 @@ type serveConfig struct {
 	ExportDir     string
 	CourierLease  time.Duration
 	PprofAddr     string
+	Matrix        matrixConfig
 }
 
 func newServeCmd() *cobra.Command {
@@ -68,6 +69,7 @@ func newServeCmd() *cobra.Command {
 	fs.DurationVar(&cfg.CourierLease, "courier-lease", 15*time.Second, "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
 	bindEnv(cmd, "courier-lease", "ACRELAY_COURIER_LEASE")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
+	addMatrixFlags(fs, &cfg.Matrix)
 	return cmd
 }
 
@@ -204,11 +206,21 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
 	}
-	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger})
+	mx, err := openMatrix(ctx, cfg.Matrix, st, public, holder, cfg.CourierLease, logger)
+	if err != nil {
+		return err
+	}
+	if mx != nil {
+		runners = append(runners, mx.runner)
+	}
+	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger, Matrix: mx.binderOrNil()})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
+	}
+	if mx != nil {
+		wg.Go(func() { mx.run(bg) })
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
