@@ -155,16 +155,16 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 	if errors.As(err, &te) { // spec/handoff-contract-1.md: 409 naming the current state
 		return errf(http.StatusConflict, te.Code, strings.TrimPrefix(te.Error(), te.Code+": "))
 	}
-	switch {
 	// Before the context case: an append cut short by its context is
 	// correspondence_append_unavailable (retry the same event), as is one
-	// the store could not take.
-	case errors.Is(err, ingest.ErrAppendUnavailable):
-		return errAppendUnavailable
-	case errors.Is(err, ingest.ErrEventTooLarge):
-		return errBodyTooLarge
-	case errors.Is(err, ingest.ErrProjectMismatch):
-		return errProjectMismatch
+	// the store could not take. ingest.Refusal is the one table of append
+	// codes, shared with Matrix room submissions.
+	if _, code, ok := ingest.Refusal(err); ok {
+		if ae := appendRefusals[code]; ae != nil {
+			return ae
+		}
+	}
+	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client left or its deadline passed: not our fault, not an Error.
 		s.log.DebugContext(r.Context(), "request ended before its answer", "path", logPath(r), "err", err)
@@ -175,16 +175,6 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 		return errIdempotencyKeyReused
 	case errors.Is(err, store.ErrVersionConflict):
 		return errPreconditionFailed
-	case errors.Is(err, correspondence.ErrSignatureEncoding):
-		return errSignatureEncoding
-	case errors.Is(err, correspondence.ErrSignatureInvalid):
-		return errSignatureInvalid
-	case errors.Is(err, correspondence.ErrEventIDMismatch):
-		return errEventIDMismatch
-	case errors.Is(err, store.ErrSenderNotActive):
-		return errSenderNotActive
-	case errors.Is(err, store.ErrEventIDCollision):
-		return errEventIDCollision
 	case errors.Is(err, store.ErrExists):
 		return errAlreadyExists
 	case errors.Is(err, store.ErrNotFound):
@@ -202,6 +192,19 @@ func (s *Server) toAPIError(r *http.Request, err error) *apiError {
 // route (spec §9), whose store failures are correspondence_read_unavailable.
 func correspondenceRead(r *http.Request) bool {
 	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/correspondence/")
+}
+
+// appendRefusals gives the message of each fixed code ingest.Refusal
+// returns (store.ErrUnavailable keeps its place in toAPIError's switch).
+var appendRefusals = map[string]*apiError{
+	wire.CodeCorrespondenceAppendUnavailable: errAppendUnavailable,
+	wire.CodeBodyTooLarge:                    errBodyTooLarge,
+	wire.CodeProjectMismatch:                 errProjectMismatch,
+	wire.CodeSignatureEncodingInvalid:        errSignatureEncoding,
+	wire.CodeSignatureInvalid:                errSignatureInvalid,
+	wire.CodeEventIDMismatch:                 errEventIDMismatch,
+	wire.CodeSenderOrSigningKeyNotActive:     errSenderNotActive,
+	wire.CodeEventIDCollision:                errEventIDCollision,
 }
 
 // writeError ends a request with the error's JSON body.

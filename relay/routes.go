@@ -76,6 +76,9 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/admin/identities/{identity_id}/deactivate", s.handleIdentityDeactivate).Methods("POST")
 	api.HandleFunc("/v1/admin/keys/{signing_key_id}/revoke", s.handleKeyRevoke).Methods("POST")
 	api.HandleFunc("/v1/admin/tokens/{token_id}", s.handleTokenRevoke).Methods("DELETE")
+	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBind).Methods("POST")
+	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBindings).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings/{binding_id}", s.handleMatrixUnbind).Methods("DELETE")
 
 	// An encoded slash is never a path separator here: gorilla/mux matches
 	// the decoded path, where /v1%2Fadmin/... would pass for /v1/admin/...

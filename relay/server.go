@@ -52,6 +52,9 @@ type Config struct {
 	// the admin API (the hub's DenyRevoked: it ends the subscriptions the
 	// token created). Its error is logged; the revocation stands.
 	TokenRevoked func(ctx context.Context, tokenID string) error
+	// Matrix makes and removes Matrix bindings (relay/appservice.go); nil
+	// when no homeserver is configured (the binding routes answer 404).
+	Matrix MatrixBinder
 }
 
 // Server serves the HTTP surface over one store.

@@ -84,7 +84,11 @@ provision_shared() {
 # --- staticcheck (lint; scripts/provision_staticcheck.sh) ------------------
 . scripts/provision_staticcheck.sh
 
+# --- Dendrite (Matrix courier tests; scripts/provision_dendrite.sh) ---------
+. scripts/provision_dendrite.sh
+
 provision_shared
 provision_postgres
 provision_jing
 provision_staticcheck
+provision_dendrite

@@ -567,5 +567,6 @@ type Store interface {
 	Visibility
 	FeedTokens
 	Archives
+	Matrix
 	Close() error
 }

@@ -47,6 +47,8 @@ type serveConfig struct {
 	WebSubRetryMax     time.Duration
 	WebSubGiveUp       time.Duration
 	WebSubAllowHosts   string // comma-separated
+
+	Matrix        matrixConfig
 }
 
 func newServeCmd() *cobra.Command {
@@ -90,6 +92,7 @@ func newServeCmd() *cobra.Command {
 	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
+	addMatrixFlags(fs, &cfg.Matrix)
 	return cmd
 }
 
@@ -201,6 +204,13 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
 	}
+	mx, err := openMatrix(ctx, cfg.Matrix, st, public, holder, cfg.CourierLease, logger)
+	if err != nil {
+		return err
+	}
+	if mx != nil {
+		runners = append(runners, mx.runner)
+	}
 	// The hub asks the relay to authorize private topics; the relay routes
 	// /websub/hub to the hub and tells it of token revocations. Every
 	// outbound hub request (verification, denial, delivery) goes through
@@ -225,13 +235,16 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
-		Hub: websub, TokenRevoked: websub.DenyRevoked})
+		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil()})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
+	if mx != nil {
+		wg.Go(func() { mx.run(bg) })
+	}
 	defer func() { stopBG(); wg.Wait() }()
 
 	if cfg.PprofAddr != "" {

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store"
+)
+
+// matrixConfig is the Matrix courier's configuration (spec/matrix.md):
+// application-service mode with a registration file (recommended), or bot
+// mode with a user id and access token.
+type matrixConfig struct {
+	Homeserver     string
+	Registration   string
+	AppserviceAddr string
+	UserID         string
+	AccessToken    string // secret: flag, ACRELAY_MATRIX_ACCESS_TOKEN or its _FILE
+}
+
+func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
+	fs.StringVar(&c.Homeserver, "matrix-homeserver", envOr("ACRELAY_MATRIX_HOMESERVER", ""), "enable the Matrix courier against this homeserver URL (ACRELAY_MATRIX_HOMESERVER)")
+	fs.StringVar(&c.Registration, "matrix-registration", envOr("ACRELAY_MATRIX_REGISTRATION", ""), "application-service mode: the registration YAML (ACRELAY_MATRIX_REGISTRATION; make one with `acrelay matrix registration`)")
+	fs.StringVar(&c.AppserviceAddr, "matrix-appservice-addr", envOr("ACRELAY_MATRIX_APPSERVICE_ADDR", ""), "listen address of the application-service API (ACRELAY_MATRIX_APPSERVICE_ADDR; default: the host:port of the registration's url)")
+	fs.StringVar(&c.UserID, "matrix-user-id", envOr("ACRELAY_MATRIX_USER_ID", ""), "bot mode: the bot's Matrix user id (ACRELAY_MATRIX_USER_ID)")
+	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
+}
+
+// client returns the courier's Matrix client, the registration in
+// application-service mode (nil in bot mode), or nil when Matrix is off.
+func (c *matrixConfig) client(ctx context.Context) (*mautrix.Client, *appservice.Registration, error) {
+	if c.Homeserver == "" {
+		if c.Registration != "" || c.UserID != "" {
+			return nil, nil, errors.New("--matrix-registration and --matrix-user-id need --matrix-homeserver")
+		}
+		return nil, nil, nil
+	}
+	if c.AccessToken == "" {
+		tok, err := secretFromEnv("ACRELAY_MATRIX_ACCESS_TOKEN")
+		if err != nil {
+			return nil, nil, err
+		}
+		c.AccessToken = tok
+	}
+	switch {
+	case c.Registration != "" && c.UserID == "":
+		reg, err := appservice.LoadRegistration(c.Registration)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--matrix-registration: %w", err)
+		}
+		if reg.AppToken == "" || reg.ServerToken == "" || reg.SenderLocalpart == "" || reg.URL == "" {
+			return nil, nil, errors.New("--matrix-registration: id, url, as_token, hs_token and sender_localpart are required")
+		}
+		cli, err := matrix.NewClient(c.Homeserver, "", reg.AppToken)
+		if err != nil {
+			return nil, nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		who, err := cli.Whoami(wctx) // the sender's full user id
+		if err != nil {
+			return nil, nil, fmt.Errorf("matrix: the homeserver does not accept the as_token: %w", err)
+		}
+		cli.UserID = who.UserID
+		return cli, reg, nil
+	case c.Registration == "" && c.UserID != "" && c.AccessToken != "":
+		cli, err := matrix.NewClient(c.Homeserver, id.UserID(c.UserID), c.AccessToken)
+		return cli, nil, err
+	}
+	return nil, nil, errors.New("matrix: give --matrix-registration (application service) or --matrix-user-id with an access token (bot), not both")
+}
+
+// matrixServices are the parts `acrelay serve` runs.
+type matrixServices struct {
+	runner *couriers.Runner
+	inbox  *matrix.Inbox
+	binder *matrix.Binder
+	reg    *appservice.Registration
+	addr   string
+	log    *slog.Logger
+}
+
+// openMatrix builds the Matrix courier, inbox and binder; nil when the
+// courier is off.
+func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public, holder string, lease time.Duration, logger *slog.Logger) (*matrixServices, error) {
+	cli, reg, err := c.client(ctx)
+	if err != nil || cli == nil {
+		return nil, err
+	}
+	host := ""
+	if u, err := url.Parse(c.Homeserver); err == nil {
+		host = u.Host
+	}
+	log := logger.With("courier", matrix.Name)
+	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
+	runner := couriers.NewRunner(st, courier, couriers.Options{Holder: holder, LeaseTTL: lease, Logger: logger,
+		Backoff: couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, Refresh: 10 * time.Second})
+	m := &matrixServices{runner: runner, reg: reg, log: log,
+		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
+	if reg != nil {
+		m.addr = c.AppserviceAddr
+		if m.addr == "" {
+			u, err := url.Parse(reg.URL)
+			if err != nil || u.Host == "" {
+				return nil, errors.New("--matrix-registration: url is not an absolute URL; set --matrix-appservice-addr")
+			}
+			m.addr = u.Host
+		}
+	}
+	return m, nil
+}
+
+// binderOrNil keeps a nil *matrixServices from becoming a non-nil interface.
+func (m *matrixServices) binderOrNil() relay.MatrixBinder {
+	if m == nil {
+		return nil
+	}
+	return m.binder
+}
+
+// run serves the inbound side until ctx ends: the application-service
+// listener, or the bot's /sync long-poll, and the inbox.
+func (m *matrixServices) run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.inbox.Run(ctx) }()
+	if m.reg == nil {
+		_ = m.inbox.Sync(ctx)
+		<-done
+		return
+	}
+	ln, err := net.Listen("tcp", m.addr)
+	if err != nil {
+		m.log.Error("matrix appservice listener", "addr", m.addr, "err", err)
+		<-done
+		return
+	}
+	hs := relay.HTTPServer(m.addr, relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+	go func() { _ = hs.Serve(ln) }()
+	m.log.Info("matrix appservice listening", "addr", ln.Addr().String())
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	<-done
+}
+
+func newMatrixCmd() *cobra.Command {
+	root := &cobra.Command{Use: "matrix", Short: "Matrix courier: application-service registration and room bindings"}
+	{
+		var u, name, asID, local string
+		c := &cobra.Command{
+			Use: "registration", Short: "Print a fresh application-service registration YAML (fresh random tokens) on stdout", Args: cobra.NoArgs,
+			Example: "  acrelay matrix registration --url http://127.0.0.1:8009 --homeserver-name example.org > acrelay-registration.yaml",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if u == "" || name == "" {
+					return errors.New("--url and --homeserver-name are required")
+				}
+				reg := appservice.CreateRegistration()
+				reg.AppToken, reg.ServerToken = randomToken(), randomToken()
+				reg.ID, reg.URL, reg.SenderLocalpart = asID, u, local
+				reg.Namespaces.UserIDs.Register(regexp.MustCompile("@"+regexp.QuoteMeta(local)+":"+regexp.QuoteMeta(name)), true)
+				y, err := reg.YAML()
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprint(cmd.OutOrStdout(), y)
+				return err
+			},
+		}
+		c.Flags().StringVar(&u, "url", "", "the URL the homeserver reaches the relay's application-service listener at")
+		c.Flags().StringVar(&name, "homeserver-name", "", "the homeserver's server name (the part after ':' in user ids)")
+		c.Flags().StringVar(&asID, "id", "acrelay", "application service id")
+		c.Flags().StringVar(&local, "sender-localpart", "acrelay", "localpart of the courier's Matrix user")
+		root.AddCommand(c)
+	}
+	{
+		var l localCmd
+		var mc matrixConfig
+		var projectID, repositoryID, room string
+		var create bool
+		var invite []string
+		c := &cobra.Command{
+			Use: "bind", Short: "Bind a project (or one repository) to a Matrix room in the local store", Args: cobra.NoArgs,
+			Example: "  acrelay matrix bind --project P --room '!abc:example.org'\n" +
+				"  acrelay matrix bind --project P --create --invite '@alice:example.org' --matrix-homeserver http://127.0.0.1:8008 --matrix-registration reg.yaml",
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					b := &matrix.Binder{Store: st}
+					if create {
+						cli, _, err := mc.client(ctx)
+						if err != nil {
+							return nil, "", err
+						}
+						if cli == nil {
+							return nil, "", errors.New("--create needs --matrix-homeserver and credentials")
+						}
+						b.Client = cli
+					}
+					bd, err := b.Bind(ctx, projectID, matrix.BindRequest{RepositoryID: repositoryID, RoomID: room, Create: create, Invite: invite})
+					if err != nil {
+						return nil, "", notFound(err, "project %s", projectID)
+					}
+					return map[string]string{"binding_id": bd.ID, "project_id": bd.ProjectID, "repository_id": bd.RepositoryID, "room_id": bd.RoomID},
+						bd.ID + " " + bd.RoomID, nil
+				})
+			},
+		}
+		l.flags(c)
+		addMatrixFlags(c.Flags(), &mc)
+		c.Flags().StringVar(&projectID, "project", "", "project id")
+		c.Flags().StringVar(&repositoryID, "repository", "", "bind only this repository (default: every repository)")
+		c.Flags().StringVar(&room, "room", "", "an existing room id (!opaque:server)")
+		c.Flags().BoolVar(&create, "create", false, "create a private, unencrypted room")
+		c.Flags().StringArrayVar(&invite, "invite", nil, "with --create: invite this Matrix user (repeatable)")
+		root.AddCommand(c)
+	}
+	{
+		var l localCmd
+		var projectID, bindingID string
+		c := &cobra.Command{
+			Use: "unbind", Short: "Remove a binding; nothing more reaches its room", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					b := &matrix.Binder{Store: st}
+					if err := b.Unbind(ctx, projectID, bindingID); err != nil {
+						return nil, "", notFound(err, "binding %s", bindingID)
+					}
+					return map[string]string{"binding_id": bindingID}, "", nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&projectID, "project", "", "project id")
+		c.Flags().StringVar(&bindingID, "binding", "", "binding id")
+		root.AddCommand(c)
+	}
+	{
+		var l localCmd
+		var projectID string
+		c := &cobra.Command{
+			Use: "bindings", Short: "List a project's Matrix bindings", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+					bs, err := st.MatrixBindings(ctx, projectID)
+					if err != nil {
+						return nil, "", err
+					}
+					var lines []string
+					out := []map[string]string{}
+					for _, b := range bs {
+						lines = append(lines, b.ID+" "+b.RoomID+" "+b.RepositoryID)
+						out = append(out, map[string]string{"binding_id": b.ID, "room_id": b.RoomID, "repository_id": b.RepositoryID})
+					}
+					return out, strings.Join(lines, "\n"), nil
+				})
+			},
+		}
+		l.flags(c)
+		c.Flags().StringVar(&projectID, "project", "", "project id")
+		root.AddCommand(c)
+	}
+	return root
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func init() { rootCmd.AddCommand(newMatrixCmd()) }

@@ -1,0 +1,109 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/matrix-org/gomatrixserverlib/spec"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Errors of Binder.Bind: a bad request, never the homeserver's fault.
+var (
+	ErrRoomIDInvalid       = errors.New("room_id is not a Matrix room id (!opaque:server)")
+	ErrUserIDInvalid       = errors.New("invite holds a string that is not a Matrix user id (@local:server)")
+	ErrRepositoryIDInvalid = errors.New("repository_id is not a valid opaque id")
+	ErrRoomChoice          = errors.New(`give exactly one of room_id and "create": true; invite goes with create`)
+	// ErrHomeserver wraps a homeserver failure while creating the room.
+	ErrHomeserver = errors.New("the homeserver did not create the room")
+)
+
+// BindRequest is a binding to make: an existing room, or a new private
+// room with invitations.
+type BindRequest struct {
+	RepositoryID string
+	RoomID       string
+	Create       bool
+	Invite       []string
+}
+
+// BindStore is what a Binder writes.
+type BindStore interface {
+	CreateMatrixBinding(ctx context.Context, b store.MatrixBinding) (store.MatrixBinding, error)
+	DeleteMatrixBinding(ctx context.Context, projectID, id string) error
+}
+
+// Binder makes and removes bindings, and tells the running courier
+// (Refresh, may be nil) so no restart is needed. Client may be nil when
+// rooms are never created here.
+type Binder struct {
+	Store   BindStore
+	Client  *mautrix.Client
+	Refresh func(projectID string)
+}
+
+// ValidateRoomID checks a room id with gomatrixserverlib's spec.NewRoomID.
+func ValidateRoomID(s string) error {
+	if _, err := spec.NewRoomID(s); err != nil {
+		return ErrRoomIDInvalid
+	}
+	return nil
+}
+
+// Bind validates req, creates the room when asked, and stores the
+// binding. Errors: the Err* above, store.ErrNotFound for an unknown
+// project.
+func (b *Binder) Bind(ctx context.Context, projectID string, req BindRequest) (store.MatrixBinding, error) {
+	if req.Create == (req.RoomID != "") || (!req.Create && len(req.Invite) > 0) {
+		return store.MatrixBinding{}, ErrRoomChoice
+	}
+	if req.RepositoryID != "" && !correspondence.ValidOpaqueID(req.RepositoryID) {
+		return store.MatrixBinding{}, ErrRepositoryIDInvalid
+	}
+	invite := make([]id.UserID, 0, len(req.Invite))
+	for _, u := range req.Invite {
+		if _, err := spec.NewUserID(u, true); err != nil {
+			return store.MatrixBinding{}, ErrUserIDInvalid
+		}
+		invite = append(invite, id.UserID(u))
+	}
+	room := req.RoomID
+	if req.Create {
+		if b.Client == nil {
+			return store.MatrixBinding{}, fmt.Errorf("%w: no Matrix client configured", ErrHomeserver)
+		}
+		r, err := CreateRoom(ctx, b.Client, "acrelay "+projectID, invite)
+		if err != nil {
+			return store.MatrixBinding{}, fmt.Errorf("%w: %w", ErrHomeserver, err)
+		}
+		room = r.String()
+	} else if err := ValidateRoomID(room); err != nil {
+		return store.MatrixBinding{}, err
+	}
+	out, err := b.Store.CreateMatrixBinding(ctx, store.MatrixBinding{ID: uuid.NewString(), ProjectID: projectID, RepositoryID: req.RepositoryID, RoomID: room})
+	if err != nil {
+		return store.MatrixBinding{}, err
+	}
+	if b.Refresh != nil {
+		b.Refresh(projectID)
+	}
+	return out, nil
+}
+
+// Unbind removes a binding; nothing more reaches its room. Errors:
+// store.ErrNotFound.
+func (b *Binder) Unbind(ctx context.Context, projectID, bindingID string) error {
+	if err := b.Store.DeleteMatrixBinding(ctx, projectID, bindingID); err != nil {
+		return err
+	}
+	if b.Refresh != nil {
+		b.Refresh(projectID)
+	}
+	return nil
+}

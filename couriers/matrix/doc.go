@@ -1,0 +1,25 @@
+// Package matrix is the Matrix courier (spec/matrix.md): out, every record
+// of a bound project reaches its room as an
+// io.github.acrelay.correspondence.record event plus an m.notice summary
+// carrying the same record, in receipt order, from the runner's durable
+// cursor; in, a room member's io.github.acrelay.correspondence.submit is
+// appended through ingest and answered with exactly one m.notice reply.
+//
+// Exactly once, as far as the room can tell: each part's transaction id is
+// derived from (room, event_id, part); each part that reached the room is
+// recorded in the store (store.Matrix); the runner never runs two
+// deliveries of one target at once; and after a failure or a restart the
+// courier scans the room's recent history for the records it is about to
+// send before sending them, because the homeserver's transaction-id
+// de-duplication is in memory only (Dendrite loses it on restart).
+// Submissions are queued durably by Matrix event id and answered once.
+//
+// Matrix creates no authority: a submission is accepted only when its
+// signature verifies under an active key of the room's project, exactly
+// as POST /v1/correspondence/events would accept it. Rooms are
+// unencrypted; this package never imports mautrix/crypto.
+//
+// It does not serve HTTP: relay serves the application-service routes and
+// hands the pushed events to Inbox.Accept; the bot mode's /sync long-poll
+// is Inbox.Sync.
+package matrix

@@ -1,0 +1,308 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Name is the courier's name in cursors and leases.
+const Name = "matrix"
+
+// Store is what the courier reads and writes.
+type Store interface {
+	MatrixBoundProjects(ctx context.Context) ([]string, error)
+	MatrixBindings(ctx context.Context, projectID string) ([]store.MatrixBinding, error)
+	MatrixBinding(ctx context.Context, projectID, id string) (store.MatrixBinding, error)
+	RecordMatrixSent(ctx context.Context, s store.MatrixSent) error
+	MatrixSentParts(ctx context.Context, roomID string, eventIDs []string) ([]store.MatrixSent, error)
+}
+
+// NewClient returns a mautrix client for the courier: with the
+// application service's as_token (userID is its sender) or a bot's access
+// token. Its own retries are off: the courier owns every retry (a 429
+// waits retry_after_ms from the body, which mautrix's retry ignores).
+func NewClient(homeserverURL string, userID id.UserID, accessToken string) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(homeserverURL, userID, accessToken)
+	if err != nil {
+		return nil, fmt.Errorf("matrix client: %w", err)
+	}
+	cli.DefaultHTTPRetries = 0
+	cli.Client = &http.Client{Timeout: 90 * time.Second}
+	cli.UserAgent = "acrelay-matrix"
+	return cli, nil
+}
+
+// Courier sends records to bound rooms. Fill Store, Client and PublicURL;
+// Host (the homeserver's host, for the runner's per-host limit) and Logger
+// are optional. Its methods are safe for concurrent use.
+type Courier struct {
+	Store     Store
+	Client    *mautrix.Client
+	PublicURL string // the relay's public URL, no trailing slash
+	Host      string
+	// ScanLimit bounds the room history read when reconciling (events);
+	// default 1000.
+	ScanLimit int
+	Logger    *slog.Logger
+
+	mu      sync.Mutex
+	trusted map[string]bool // binding id: what the store says is sent is all that was sent
+	joined  map[id.RoomID]bool
+}
+
+var _ couriers.Courier = (*Courier)(nil)
+
+// Name implements couriers.Courier.
+func (c *Courier) Name() string { return Name }
+
+// Projects implements couriers.Courier: the projects with bindings.
+func (c *Courier) Projects(ctx context.Context) ([]string, error) {
+	return c.Store.MatrixBoundProjects(ctx)
+}
+
+// Targets implements couriers.Courier: one target per binding.
+func (c *Courier) Targets(ctx context.Context, projectID string) ([]couriers.Target, error) {
+	bs, err := c.Store.MatrixBindings(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	ts := make([]couriers.Target, 0, len(bs))
+	for _, b := range bs {
+		ts = append(ts, couriers.Target{ID: b.ID, Host: c.Host})
+	}
+	return ts, nil
+}
+
+// Deliver implements couriers.Courier: each record of recs that the
+// binding covers goes to its room as a record event and a notice, in
+// order, each part once. After a failure (or at the first delivery since
+// the process started) the room's recent history is read first, so a part
+// that reached the room without its record in the store is not sent
+// again.
+func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Target, recs []store.Record) (err error) {
+	b, err := c.Store.MatrixBinding(ctx, projectID, t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
+	}
+	if err != nil {
+		return err
+	}
+	var todo []store.Record
+	for _, r := range recs {
+		if b.RepositoryID == "" || r.RepositoryID == b.RepositoryID {
+			todo = append(todo, r)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	defer func() {
+		if err != nil {
+			c.setTrusted(b.ID, false)
+			err = classify(err)
+		}
+	}()
+	room := id.RoomID(b.RoomID)
+	if err := c.join(ctx, room); err != nil {
+		return fmt.Errorf("join room: %w", err)
+	}
+	ids := make([]string, len(todo))
+	for i, r := range todo {
+		ids[i] = r.EventID
+	}
+	parts, err := c.Store.MatrixSentParts(ctx, b.RoomID, ids)
+	if err != nil {
+		return err
+	}
+	sent := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		sent[p.EventID+"\x00"+p.Part] = true
+	}
+	if !c.isTrusted(b.ID) {
+		found, err := c.scan(ctx, room, todo[0].ReceivedSeq)
+		if err != nil {
+			return fmt.Errorf("reconcile: %w", err)
+		}
+		for _, s := range found {
+			k := s.EventID + "\x00" + s.Part
+			if sent[k] || !wanted(ids, s.EventID) {
+				continue
+			}
+			if err := c.Store.RecordMatrixSent(ctx, s); err != nil {
+				return err
+			}
+			sent[k] = true
+		}
+		c.setTrusted(b.ID, true)
+	}
+	for i, r := range todo {
+		if i > 0 { // an unbinding takes effect before the next record
+			if _, err := c.Store.MatrixBinding(ctx, projectID, t.ID); errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
+			}
+		}
+		content, full := recordContent(c.PublicURL, r)
+		for _, part := range []string{store.MatrixPartRecord, store.MatrixPartNotice} {
+			if sent[r.EventID+"\x00"+part] {
+				continue
+			}
+			typ, body := event.Type{Type: EventTypeRecord, Class: event.MessageEventType}, any(content)
+			if part == store.MatrixPartNotice {
+				typ, body = event.EventMessage, noticeContent(r, content, full)
+			}
+			resp, err := c.Client.SendMessageEvent(ctx, room, typ, body, mautrix.ReqSendEvent{TransactionID: TxnID(b.RoomID, r.EventID, part)})
+			if err != nil {
+				return fmt.Errorf("send %s %s: %w", part, r.EventID, err)
+			}
+			if err := c.Store.RecordMatrixSent(ctx, store.MatrixSent{RoomID: b.RoomID, EventID: r.EventID, Part: part, MatrixEventID: resp.EventID.String()}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func wanted(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Courier) isTrusted(bindingID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trusted[bindingID]
+}
+
+func (c *Courier) setTrusted(bindingID string, v bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.trusted == nil {
+		c.trusted = map[string]bool{}
+	}
+	c.trusted[bindingID] = v
+}
+
+// join joins room once per process (a no-op when already joined; the
+// courier's user created or was invited to it).
+func (c *Courier) join(ctx context.Context, room id.RoomID) error {
+	c.mu.Lock()
+	done := c.joined[room]
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	if _, err := c.Client.JoinRoomByID(ctx, room); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.joined == nil {
+		c.joined = map[id.RoomID]bool{}
+	}
+	c.joined[room] = true
+	c.mu.Unlock()
+	return nil
+}
+
+// scan reads the room's history backwards, newest first, for the parts
+// this courier's user sent, until it passes a record older than fromSeq
+// (records go in receipt order, so nothing older is in doubt) or reads
+// ScanLimit events.
+func (c *Courier) scan(ctx context.Context, room id.RoomID, fromSeq int64) ([]store.MatrixSent, error) {
+	limit := c.ScanLimit
+	if limit <= 0 {
+		limit = 1000
+	}
+	filter := &mautrix.FilterPart{Senders: []id.UserID{c.Client.UserID},
+		Types: []event.Type{{Type: EventTypeRecord, Class: event.MessageEventType}, event.EventMessage}}
+	var out []store.MatrixSent
+	from := ""
+	for read := 0; read < limit; {
+		resp, err := c.Client.Messages(ctx, room, from, "", mautrix.DirectionBackward, filter, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range resp.Chunk {
+			read++
+			if ev.Sender != c.Client.UserID {
+				continue
+			}
+			raw := json.RawMessage(ev.Content.VeryRaw)
+			part := store.MatrixPartRecord
+			if ev.Type.Type != EventTypeRecord {
+				var n map[string]json.RawMessage
+				if json.Unmarshal(raw, &n) != nil || n[KeyRecord] == nil {
+					continue
+				}
+				raw, part = n[KeyRecord], store.MatrixPartNotice
+			}
+			rec, ok := parseRecord(raw)
+			if !ok {
+				continue
+			}
+			if rec.seq < fromSeq && part == store.MatrixPartRecord {
+				return out, nil
+			}
+			out = append(out, store.MatrixSent{RoomID: room.String(), EventID: rec.eventID, Part: part, MatrixEventID: ev.ID.String()})
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			return out, nil
+		}
+		from = resp.End
+	}
+	return out, nil
+}
+
+// classify turns a homeserver's 429 M_LIMIT_EXCEEDED into a
+// *couriers.RetryAfterError waiting at least retry_after_ms from the body,
+// and keeps the rest short (no bodies beyond the Matrix error code).
+func classify(err error) error {
+	var he mautrix.HTTPError
+	if !errors.As(err, &he) {
+		return err
+	}
+	if he.Response != nil && he.Response.StatusCode == http.StatusTooManyRequests ||
+		he.RespError != nil && he.RespError.ErrCode == mautrix.MLimitExceeded.ErrCode {
+		wait := time.Second
+		if he.RespError != nil {
+			if ms, ok := he.RespError.ExtraData["retry_after_ms"].(float64); ok && ms > 0 {
+				wait = time.Duration(ms) * time.Millisecond
+			}
+		}
+		return &couriers.RetryAfterError{After: wait, Err: err}
+	}
+	return err
+}
+
+// RetryAfter is how long to wait after err, a homeserver's answer: the
+// 429's retry_after_ms, or 0 when err says nothing about it.
+func RetryAfter(err error) time.Duration {
+	var ra *couriers.RetryAfterError
+	if errors.As(classify(err), &ra) {
+		return ra.After
+	}
+	return 0
+}
+
+func (c *Courier) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}

@@ -1,0 +1,203 @@
+package relay
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/store"
+)
+
+// MatrixBinder makes and removes a project's Matrix bindings
+// (couriers/matrix.Binder); cmd passes it in Config.Matrix.
+type MatrixBinder interface {
+	Bind(ctx context.Context, projectID string, req matrix.BindRequest) (store.MatrixBinding, error)
+	Unbind(ctx context.Context, projectID, bindingID string) error
+}
+
+var (
+	errMatrixDisabled      = errf(http.StatusNotFound, "matrix_not_configured", "this relay has no Matrix homeserver configured")
+	errMatrixRoomID        = errf(http.StatusBadRequest, "room_id_invalid", "room_id is not a Matrix room id").withHint("!opaque:server")
+	errMatrixUserID        = errf(http.StatusBadRequest, "user_id_invalid", "invite holds a string that is not a Matrix user id").withHint("@localpart:server")
+	errMatrixRoomChoice    = errf(http.StatusBadRequest, "room_choice_invalid", `give exactly one of room_id and "create": true (invite goes with create)`)
+	errMatrixHomeserver    = errf(http.StatusBadGateway, "matrix_homeserver_failed", "the homeserver did not create the room").withHint("retry later")
+	errMatrixRepositoryID  = errRepositoryIDInvalid
+	errMatrixBindingsClear = errf(http.StatusNotFound, "not_found", "no such binding")
+)
+
+type matrixBindingJSON struct {
+	BindingID    string `json:"binding_id"`
+	ProjectID    string `json:"project_id"`
+	RepositoryID string `json:"repository_id,omitempty"`
+	RoomID       string `json:"room_id"`
+	CreatedAt    string `json:"created_at"`
+}
+
+func matrixBindingOut(b store.MatrixBinding) matrixBindingJSON {
+	return matrixBindingJSON{BindingID: b.ID, ProjectID: b.ProjectID, RepositoryID: b.RepositoryID, RoomID: b.RoomID,
+		CreatedAt: correspondence.FormatTimestamp(b.CreatedAt)}
+}
+
+// handleMatrixBind: POST /v1/admin/projects/{project_id}/matrix/bindings
+// {"room_id"? | "create": true, "invite"?: [...], "repository_id"?} → 201
+// {binding_id, project_id, repository_id?, room_id, created_at}.
+func (s *Server) handleMatrixBind(w http.ResponseWriter, r *http.Request) {
+	projectID := mux.Vars(r)["project_id"]
+	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.cfg.Matrix == nil {
+		s.writeError(w, r, errMatrixDisabled)
+		return
+	}
+	var in struct {
+		RoomID       string   `json:"room_id"`
+		Create       bool     `json:"create"`
+		Invite       []string `json:"invite"`
+		RepositoryID string   `json:"repository_id"`
+	}
+	if err := decodeAdmin(w, r, &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, err := s.cfg.Matrix.Bind(r.Context(), projectID, matrix.BindRequest{RepositoryID: in.RepositoryID, RoomID: in.RoomID, Create: in.Create, Invite: in.Invite})
+	switch {
+	case errors.Is(err, matrix.ErrRoomIDInvalid):
+		err = errMatrixRoomID
+	case errors.Is(err, matrix.ErrUserIDInvalid):
+		err = errMatrixUserID
+	case errors.Is(err, matrix.ErrRoomChoice):
+		err = errMatrixRoomChoice
+	case errors.Is(err, matrix.ErrRepositoryIDInvalid):
+		err = errMatrixRepositoryID
+	case errors.Is(err, matrix.ErrHomeserver):
+		s.log.Warn("matrix room creation failed", "project_id", projectID, "err", err)
+		err = errMatrixHomeserver
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, mediaJSON, matrixBindingOut(b))
+}
+
+// handleMatrixBindings: GET …/matrix/bindings → {"bindings": [...]}.
+func (s *Server) handleMatrixBindings(w http.ResponseWriter, r *http.Request) {
+	projectID := mux.Vars(r)["project_id"]
+	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	bs, err := s.st.MatrixBindings(r.Context(), projectID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Bindings []matrixBindingJSON `json:"bindings"`
+	}{Bindings: []matrixBindingJSON{}}
+	for _, b := range bs {
+		out.Bindings = append(out.Bindings, matrixBindingOut(b))
+	}
+	s.writeJSON(w, r, http.StatusOK, mediaJSON, out)
+}
+
+// handleMatrixUnbind: DELETE …/matrix/bindings/{binding_id} → 204.
+func (s *Server) handleMatrixUnbind(w http.ResponseWriter, r *http.Request) {
+	projectID := mux.Vars(r)["project_id"]
+	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.cfg.Matrix == nil {
+		s.writeError(w, r, errMatrixDisabled)
+		return
+	}
+	if err := s.cfg.Matrix.Unbind(r.Context(), projectID, mux.Vars(r)["binding_id"]); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			err = errMatrixBindingsClear
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// TransactionSink takes the events of a pushed application-service
+// transaction (couriers/matrix.Inbox.Accept). A nil error means they are
+// stored durably.
+type TransactionSink interface {
+	Accept(ctx context.Context, events []json.RawMessage) error
+}
+
+// AppserviceHandler serves the application-service API a homeserver calls
+// (Matrix application-service API v1), on a listener of its own:
+// PUT /_matrix/app/v1/transactions/{txnId} (authenticated by hs_token;
+// 403 M_FORBIDDEN for a wrong one, 401 M_UNAUTHORIZED for none; a replay
+// of a txnId is harmless because submissions are de-duplicated by Matrix
+// event id), POST /_matrix/app/v1/ping → {}, and the users and rooms
+// queries → 404 M_NOT_FOUND (the relay provisions no users or aliases).
+func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := mux.NewRouter()
+	write := func(w http.ResponseWriter, status int, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}
+	auth := func(next http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if r.Header.Get("Authorization") == "" {
+				tok = r.URL.Query().Get("access_token") // the legacy form
+			}
+			switch {
+			case tok == "":
+				write(w, http.StatusUnauthorized, `{"errcode":"M_UNAUTHORIZED","error":"missing hs_token"}`)
+			case subtle.ConstantTimeCompare([]byte(tok), []byte(hsToken)) != 1:
+				write(w, http.StatusForbidden, `{"errcode":"M_FORBIDDEN","error":"bad hs_token"}`)
+			default:
+				next(w, r)
+			}
+		}
+	}
+	m.HandleFunc("/_matrix/app/v1/transactions/{txnId}", auth(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&in); err != nil {
+			write(w, http.StatusBadRequest, `{"errcode":"M_NOT_JSON","error":"body is not a transaction"}`)
+			return
+		}
+		if err := sink.Accept(r.Context(), in.Events); err != nil {
+			log.Warn("appservice transaction not stored", "txn_id", mux.Vars(r)["txnId"], "err", err)
+			write(w, http.StatusServiceUnavailable, `{"errcode":"M_UNKNOWN","error":"not stored; retry"}`)
+			return
+		}
+		write(w, http.StatusOK, `{}`)
+	})).Methods("PUT")
+	m.HandleFunc("/_matrix/app/v1/ping", auth(func(w http.ResponseWriter, r *http.Request) {
+		write(w, http.StatusOK, `{}`)
+	})).Methods("POST")
+	notFound := auth(func(w http.ResponseWriter, r *http.Request) {
+		write(w, http.StatusNotFound, `{"errcode":"M_NOT_FOUND","error":"not provisioned here"}`)
+	})
+	m.HandleFunc("/_matrix/app/v1/users/{userId}", notFound).Methods("GET")
+	m.HandleFunc("/_matrix/app/v1/rooms/{roomAlias}", notFound).Methods("GET")
+	m.PathPrefix("/_matrix/app/v1/thirdparty/").Handler(notFound)
+	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write(w, http.StatusNotFound, `{"errcode":"M_UNRECOGNIZED","error":"unrecognized request"}`)
+	})
+	return m
+}
