@@ -48,7 +48,7 @@ type serveConfig struct {
 	WebSubGiveUp       time.Duration
 	WebSubAllowHosts   string // comma-separated
 
-	Matrix        matrixConfig
+	Matrix matrixConfig
 }
 
 func newServeCmd() *cobra.Command {

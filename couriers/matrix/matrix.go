@@ -300,9 +300,4 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
-func (c *Courier) logger() *slog.Logger {
-	if c.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return c.Logger
-}
+

@@ -11,8 +11,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"sync"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
