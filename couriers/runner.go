@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -266,7 +267,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	sub := r.st.SubscribeAdvances()
 	defer sub.Close()
 	updates := make(chan leaseUpdate, 1)
-	want := make(chan string, 256)
+	want := make(chan wantReq, 256)
 	kctx, stopKeeper := context.WithCancel(ctx)
 	var keeper sync.WaitGroup
 	keeper.Go(func() { r.keepLeases(kctx, want, updates) })
@@ -305,7 +306,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				r.mu.Unlock()
 				if p == nil {
 					select {
-					case want <- a.ProjectID:
+					case want <- wantReq{id: a.ProjectID}:
 					default:
 					}
 				}
@@ -316,7 +317,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.mu.Unlock()
 			if p == nil {
 				select {
-				case want <- id:
+				case want <- wantReq{id: id, refresh: true}:
 				default:
 				}
 			} else {
@@ -652,7 +653,15 @@ func (r *Runner) hostSlot(host string) chan struct{} {
 // named on want) that no live lease covers, and reports what it holds.
 // When it cannot renew before the leases' safe time ends, it reports none.
 // On exit it releases what it holds.
-func (r *Runner) keepLeases(ctx context.Context, want <-chan string, updates chan leaseUpdate) {
+// wantReq asks the lease keeper for a project's lease: after an advance
+// (at most once per renewal interval per project), or after Refresh (at
+// once, and the project joins the wanted set).
+type wantReq struct {
+	id      string
+	refresh bool
+}
+
+func (r *Runner) keepLeases(ctx context.Context, want <-chan wantReq, updates chan leaseUpdate) {
 	name, holder, ttl := r.courier.Name(), r.opt.Holder, r.opt.LeaseTTL
 	margin := ttl / 10 // local clocks run at slightly different rates
 	var held []store.Lease
@@ -687,16 +696,22 @@ func (r *Runner) keepLeases(ctx context.Context, want <-chan string, updates cha
 	for first := true; ; first = false {
 		var extra []string
 		if !first {
+			take := func(w wantReq) {
+				extra = append(extra, w.id)
+				if w.refresh {
+					delete(tried, w.id) // a new target: try now, even if tried a moment ago
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case id := <-want:
-				extra = append(extra, id)
+			case w := <-want:
+				take(w)
 			drain:
 				for {
 					select {
-					case id := <-want:
-						extra = append(extra, id)
+					case w := <-want:
+						take(w)
 					default:
 						break drain
 					}
@@ -746,6 +761,9 @@ func (r *Runner) keepLeases(ctx context.Context, want <-chan string, updates cha
 				if err != nil || len(ts) == 0 {
 					tried[id] = start
 					continue
+				}
+				if !slices.Contains(wanted, id) {
+					wanted = append(wanted, id) // kept wanted until the next listing
 				}
 			}
 			missing = append(missing, id)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,39 +14,15 @@ import (
 	"time"
 
 	"github.com/acrelay/acrelay/couriers"
-	"github.com/acrelay/acrelay/internal/pgtest"
+	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/store"
-	"github.com/acrelay/acrelay/store/postgres"
-	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
 // engines runs fn on SQLite and, when ACRELAY_TEST_DATABASE_URL is set, on
-// PostgreSQL (else that subtest skips, saying how to run it).
+// PostgreSQL.
 func engines(t *testing.T, fn func(t *testing.T, open func(t *testing.T) store.Store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, func(t *testing.T) store.Store {
-			t.Helper()
-			db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		url := pgtest.FreshDatabase(t)
-		fn(t, func(t *testing.T) store.Store {
-			t.Helper()
-			db, err := postgres.Open(context.Background(), url, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		})
-	})
+	teststore.Engines(t, func(t *testing.T, open teststore.Open) { fn(t, open) })
 }
 
 // recorder is a courier with fixed targets per project that records what

@@ -299,5 +299,3 @@ func RetryAfter(err error) time.Duration {
 	}
 	return 0
 }
-
-
