@@ -87,8 +87,12 @@ provision_shared() {
 # --- Dendrite (Matrix courier tests; scripts/provision_dendrite.sh) ---------
 . scripts/provision_dendrite.sh
 
+# --- npm pubsubhubbub (WebSub interop; scripts/provision_websub_npm.sh) -----
+. scripts/provision_websub_npm.sh
+
 provision_shared
 provision_postgres
 provision_jing
 provision_staticcheck
 provision_dendrite
+provision_websub_npm
