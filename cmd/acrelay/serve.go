@@ -46,7 +46,8 @@ type serveConfig struct {
 	WebSubRetryInitial time.Duration
 	WebSubRetryMax     time.Duration
 	WebSubGiveUp       time.Duration
-	WebSubAllowHosts   string // comma-separated
+	WebSubAllowHosts   string   // comma-separated
+	WebSubPublishHubs  []string // external hubs told of public topics' new content
 
 	Matrix matrixConfig
 }
@@ -90,6 +91,7 @@ func newServeCmd() *cobra.Command {
 	bindEnv(cmd, "websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX")
 	fs.DurationVar(&cfg.WebSubGiveUp, "websub-give-up", 24*time.Hour, "a subscription failing this long is marked failing (kept, retried at --websub-retry-max, until its lease ends) (ACRELAY_WEBSUB_GIVE_UP)")
 	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
+	fs.StringSliceVar(&cfg.WebSubPublishHubs, "websub-publish-hub", splitList(os.Getenv("ACRELAY_WEBSUB_PUBLISH_HUBS")), "external WebSub hub to ping (hub.mode=publish) when a public topic has new records; repeatable (ACRELAY_WEBSUB_PUBLISH_HUBS, comma-separated)")
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
@@ -234,6 +236,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
+	if len(cfg.WebSubPublishHubs) > 0 {
+		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public},
+			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
+				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax}}))
+	}
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil()})
 	bg, stopBG := context.WithCancel(ctx)
@@ -315,15 +322,7 @@ func (cfg serveConfig) checkWebSub() error {
 }
 
 // webSubAllowHosts splits --websub-allow-hosts.
-func (cfg serveConfig) webSubAllowHosts() []string {
-	var hosts []string
-	for _, h := range strings.Split(cfg.WebSubAllowHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
-		}
-	}
-	return hosts
-}
+func (cfg serveConfig) webSubAllowHosts() []string { return splitList(cfg.WebSubAllowHosts) }
 
 func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
 	fmt.Fprintf(out, "acrelay: first start — created a default project. These tokens are shown ONCE; store them now.\n")
@@ -342,4 +341,16 @@ func courierHolder() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+}
+
+// splitList splits a comma-separated environment value, dropping empty
+// items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

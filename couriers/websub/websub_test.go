@@ -411,3 +411,67 @@ func TestRevokedCapabilityIsDenied(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishPingsExternalHubs: for a public project, new records of each
+// repository are announced to an external hub (a loopback test hub: no
+// Go or npm WebSub hub installs here) as hub.mode=publish&hub.url=<topic>;
+// a private project's records are not.
+func TestPublishPingsExternalHubs(t *testing.T) {
+	teststore.Engines(t, func(t *testing.T, open teststore.Open) {
+		w := newWorld(t, open)
+		var mu sync.Mutex
+		var pings []string
+		ext := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if err := r.ParseForm(); err != nil || r.Form.Get("hub.mode") != "publish" ||
+				r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+				rw.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			pings = append(pings, r.Form.Get("hub.url"))
+			mu.Unlock()
+			rw.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(ext.Close)
+		guard, _ := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+		r := couriers.NewRunner(w.st, &websub.Publisher{Hubs: []string{ext.URL + "/hub"}, Store: w.st, Client: guard.HTTPClient(), PublicURL: w.public},
+			couriers.Options{Holder: "relay-1", LeaseTTL: 3 * time.Second, Backoff: couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = r.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+
+		// A second, private project of the same relay: never announced.
+		other, err := registry.CreateProject(ctx, w.st, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		priv := storetest.NewSigner(t, other.ID).Register(t, w.st)
+		ev, c := priv.Event(t, storetest.Spec{RepositoryID: "repo-p"})
+		if _, err := w.st.Append(ctx, ev, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.st.SetProjectVisibility(ctx, w.pid, store.VisibilityPublic); err != nil {
+			t.Fatal(err)
+		}
+		r.Refresh(w.pid)
+		w.post("repo-b")
+		w.post("repo-b")
+		w.post("repo-c")
+		waitFor(t, "the public project's records announced", func() bool {
+			states, _ := w.st.TargetStates(ctx, websub.PublishName, w.pid)
+			return len(states) == 1 && states[0].ReceivedSeq == 3
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[string]bool{w.topic("repo-b", hub.FormatAtom): true, w.topic("repo-c", hub.FormatAtom): true}
+		for _, p := range pings {
+			if !want[p] {
+				t.Fatalf("ping for %s: not a public topic of this relay's records (pings %v)", p, pings)
+			}
+		}
+		if len(pings) < 2 || len(pings) > 3 { // one or two batches: repo-b and repo-c each announced once per batch
+			t.Fatalf("pings %v", pings)
+		}
+	})
+}
