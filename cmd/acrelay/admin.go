@@ -29,6 +29,14 @@ type localCmd struct {
 
 func (l *localCmd) flags(cmd *cobra.Command) {
 	addStoreFlags(cmd, &l.store)
+	// SQLite's tuning is serve's business: an admin command's handful of
+	// writes gains nothing from it. The flags still parse (a script may
+	// pass serve's flags to both), but --help does not list them.
+	for _, name := range []string{"sqlite-max-batch", "sqlite-sync"} {
+		if err := cmd.Flags().MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	cmd.Flags().BoolVar(&l.json, "json", false, "print the result as JSON")
 }
 

@@ -146,3 +146,29 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("no build info: %q", got)
 	}
 }
+
+// TestHelpPages: the admin commands leave SQLite's tuning flags out of
+// --help (serve lists them), and serve --help names the operator token's
+// variables.
+func TestHelpPages(t *testing.T) {
+	help := func(args ...string) string {
+		t.Helper()
+		cmd, _, err := rootCmd.Find(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd.UsageString() + cmd.Long
+	}
+	for _, args := range [][]string{{"project", "create"}, {"project", "list"}, {"token", "list"}, {"identity", "create"}, {"key", "add"}, {"project", "visibility"}} {
+		h := help(args...)
+		if strings.Contains(h, "--sqlite-") || !strings.Contains(h, "--data-dir") {
+			t.Errorf("acrelay %s --help lists the SQLite tuning flags, or no --data-dir:\n%s", strings.Join(args, " "), h)
+		}
+	}
+	s := help("serve")
+	for _, want := range []string{"--sqlite-sync", "--sqlite-max-batch", "ACRELAY_OPERATOR_TOKEN", "ACRELAY_OPERATOR_TOKEN_FILE"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("acrelay serve --help does not name %s", want)
+		}
+	}
+}
