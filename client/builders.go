@@ -92,6 +92,40 @@ type FileSequencer struct {
 func (f *FileSequencer) Next() (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	next, err := f.reserve()
+	if err != nil {
+		return 0, err
+	}
+	return next, f.commit(next)
+}
+
+// Reserve returns the value Next would return, without storing it: a
+// caller that may still refuse its event (a local validation, a signing
+// error) reserves, and spends the value with Commit only once the event is
+// signed, so a refused event uses no session_seq. Errors: those of Next.
+func (f *FileSequencer) Reserve() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reserve()
+}
+
+// Commit stores n, a value Reserve returned, as the last one used. Error
+// when the file already holds n or more (another writer spent it since:
+// the value must not be used twice), or on file I/O.
+func (f *FileSequencer) Commit(n int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next, err := f.reserve()
+	if err != nil {
+		return err
+	}
+	if n < next {
+		return fmt.Errorf("session_seq file %s: %d was used since it was reserved", f.Path, n)
+	}
+	return f.commit(n)
+}
+
+func (f *FileSequencer) reserve() (int64, error) {
 	var last int64
 	data, err := os.ReadFile(f.Path)
 	switch {
@@ -107,11 +141,14 @@ func (f *FileSequencer) Next() (int64, error) {
 	if last >= canonicaljson.MaxSafeInteger {
 		return 0, errors.New("session_seq exhausted")
 	}
-	next := last + 1
-	if err := writeFileAtomic(f.Path, []byte(strconv.FormatInt(next, 10)+"\n"), 0o600); err != nil {
-		return 0, fmt.Errorf("session_seq file: %w", err)
+	return last + 1, nil
+}
+
+func (f *FileSequencer) commit(n int64) error {
+	if err := writeFileAtomic(f.Path, []byte(strconv.FormatInt(n, 10)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("session_seq file: %w", err)
 	}
-	return next, nil
+	return nil
 }
 
 // writeFileAtomic writes data to a temporary file beside path, syncs it

@@ -394,6 +394,37 @@ func TestFileSequencer(t *testing.T) {
 	}
 }
 
+// TestFileSequencerReserve: Reserve spends nothing until Commit, and a
+// value spent meanwhile is not committed twice.
+func TestFileSequencerReserve(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seq")
+	f := &FileSequencer{Path: path}
+	for range 2 {
+		if n, err := f.Reserve(); err != nil || n != 1 {
+			t.Fatalf("Reserve = %d, %v; want 1 (nothing spent yet)", n, err)
+		}
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("Reserve wrote the file: %v", err)
+	}
+	if err := f.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.Reserve()
+	if err != nil || n != 2 {
+		t.Fatalf("after Commit(1) Reserve = %d, %v; want 2", n, err)
+	}
+	if got, err := (&FileSequencer{Path: path}).Next(); err != nil || got != 2 {
+		t.Fatalf("another writer's Next = %d, %v; want 2", got, err)
+	}
+	if err := f.Commit(n); err == nil {
+		t.Fatal("Commit of a value spent since its Reserve succeeded")
+	}
+	if data, _ := os.ReadFile(path); string(data) != "2\n" {
+		t.Fatalf("file holds %q", data)
+	}
+}
+
 func TestParsePrivateKey(t *testing.T) {
 	want := testKey(t)
 	seed := want.Seed()

@@ -42,10 +42,14 @@ type Group struct {
 func (g Group) Title() string { return g.Source + " " + g.Name }
 
 // Report is the outcome of a vector run: the groups in the order they ran,
-// and notes (for example that the public file was not found).
+// notes (for example that the public file was not found), and what was
+// not run, each item naming how to run it ("the public vector file (set
+// ACRELAY_SHARED_DIR or --shared-dir)"), so that a total of passes is
+// never read as the whole suite.
 type Report struct {
 	Groups []Group
 	Notes  []string
+	NotRun []string
 }
 
 // Failed is the number of failed entries over all groups.
@@ -84,8 +88,9 @@ type GroupErratum struct {
 }
 
 // MarshalJSON gives the report the shape
-// {"groups":[{"name","passed","failed","errata"}],"failed"}, where name is
-// the group's Title and errata the number of errata.
+// {"groups":[{"name","passed","failed","errata"}],"failed","not_run"?},
+// where name is the group's Title, errata the number of errata, and
+// not_run (left out when everything ran) the Report's NotRun.
 func (r Report) MarshalJSON() ([]byte, error) {
 	type group struct {
 		Name   string `json:"name"`
@@ -94,9 +99,10 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		Errata int    `json:"errata"`
 	}
 	out := struct {
-		Groups []group `json:"groups"`
-		Failed int     `json:"failed"`
-	}{Groups: []group{}, Failed: r.Failed()}
+		Groups []group  `json:"groups"`
+		Failed int      `json:"failed"`
+		NotRun []string `json:"not_run,omitempty"`
+	}{Groups: []group{}, Failed: r.Failed(), NotRun: r.NotRun}
 	for _, g := range r.Groups {
 		out.Groups = append(out.Groups, group{g.Title(), g.Passed, g.Failed, len(g.Errata)})
 	}
@@ -123,6 +129,7 @@ func RunVectors(sharedDir string) (Report, error) {
 		r.Groups = append(r.Groups, RunCorrespondenceVectors(SourcePublic, public)...)
 	} else {
 		r.Notes = append(r.Notes, "public vector file not run: shared folder not found (set ACRELAY_SHARED_DIR or --shared-dir)")
+		r.NotRun = append(r.NotRun, "the public vector file (set ACRELAY_SHARED_DIR or --shared-dir)")
 	}
 	seed001, err := seeds.ReadFile(seed001File)
 	if err != nil {

@@ -1,8 +1,10 @@
 package correspondence
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/acrelay/acrelay/canonicaljson"
 )
@@ -72,8 +74,11 @@ const (
 	authorityAutomaticActionOK = "never"
 )
 
-// messages holds the fixed English message of every code. Messages never
-// quote the input.
+// messages holds the English message of every code. Messages never quote
+// the input. The two bound codes (length_out_of_range,
+// item_count_out_of_range) get a message naming the member, the bound and
+// the count found instead (addLength, addCount); these are their
+// fallbacks.
 var messages = map[string]string{
 	CodeRequired:                 "a required member is missing",
 	CodeUnknownField:             "the member is not defined for this object",
@@ -124,8 +129,9 @@ func messageOf(code string) string {
 }
 
 // Issue is one validation violation: an RFC 6901 JSON pointer into the
-// event, a stable snake_case code and a fixed English message that never
-// quotes the input.
+// event, a stable snake_case code and an English message that never
+// quotes the input (a bound code's message names the bound and the count
+// found; match on Code, not on Message).
 type Issue struct {
 	Pointer string `json:"pointer"`
 	Code    string `json:"code"`
@@ -161,6 +167,44 @@ type validator struct {
 
 func (v *validator) add(ptr, code string) {
 	v.issues = append(v.issues, Issue{Pointer: ptr, Code: code, Message: messageOf(code)})
+}
+
+// addLength reports code for the string s at ptr; for
+// CodeLengthOutOfRange the message names the member, the bound s missed
+// and its length ("summary: at most 1000 Unicode scalar values, got
+// 70000"), which says what to cut without quoting the input.
+func (v *validator) addLength(ptr, code, s string, min, max int) {
+	if code != CodeLengthOutOfRange {
+		v.add(ptr, code)
+		return
+	}
+	n := utf8.RuneCountInString(s)
+	v.issues = append(v.issues, Issue{Pointer: ptr, Code: code, Message: boundMessage(ptr, n, min, max, "Unicode scalar value")})
+}
+
+// addCount reports an array at ptr of n items outside min..max as
+// CodeItemCountOutOfRange ("parents: at most 16 items, got 17").
+func (v *validator) addCount(ptr string, n, min, max int) {
+	v.issues = append(v.issues, Issue{Pointer: ptr, Code: CodeItemCountOutOfRange, Message: boundMessage(ptr, n, min, max, "item")})
+}
+
+// boundMessage is "<member>: at most|at least <bound> <unit>s, got <n>";
+// the member is ptr's last token, an array item named as paths[0].
+func boundMessage(ptr string, n, min, max int, unit string) string {
+	name := ptr[strings.LastIndexByte(ptr, '/')+1:]
+	if _, err := strconv.Atoi(name); err == nil && len(ptr) > len(name)+1 {
+		parent := ptr[:len(ptr)-len(name)-1]
+		name = parent[strings.LastIndexByte(parent, '/')+1:] + "[" + name + "]"
+	}
+	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+	bound, word := max, "at most"
+	if n < min {
+		bound, word = min, "at least"
+	}
+	if bound != 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%s: %s %d %s, got %d", name, word, bound, unit, n)
 }
 
 // escapePointerToken escapes one RFC 6901 reference token.
@@ -282,7 +326,7 @@ func (val *validator) event(v canonicaljson.Value) {
 			if p.Kind != canonicaljson.String {
 				val.add(topPointers[k], CodeInvalidType)
 			} else if c := opaqueIDCode(p.Str); c != "" {
-				val.add(topPointers[k], c)
+				val.addLength(topPointers[k], c, p.Str, 1, maxOpaqueIDScalars)
 			}
 		}
 	}
@@ -379,7 +423,7 @@ func (val *validator) eventIDArray(ptr string, v canonicaljson.Value, min, max i
 		return false
 	}
 	if n := len(v.Elems); n < min || n > max {
-		val.add(ptr, CodeItemCountOutOfRange)
+		val.addCount(ptr, n, min, max)
 	}
 	for i := range v.Elems {
 		e := &v.Elems[i]

@@ -135,7 +135,7 @@ func (val *validator) bodyMember(f *bodyField, v canonicaljson.Value) {
 		if v.Kind != canonicaljson.String {
 			val.add(f.ptr, CodeInvalidType)
 		} else if c := textCode(v.Str, max); c != "" {
-			val.add(f.ptr, c)
+			val.addLength(f.ptr, c, v.Str, 1, max)
 		}
 	case tUUID:
 		val.stringCheck(f.ptr, v, CodeUUIDInvalid, ValidUUID)
@@ -207,7 +207,7 @@ func (val *validator) artifact(ptr string, v canonicaljson.Value) {
 			if l.Kind != canonicaljson.String {
 				val.add(ptr+"/locator", CodeInvalidType)
 			} else if c := locatorCode(l.Str); c != "" {
-				val.add(ptr+"/locator", c)
+				val.addLength(ptr+"/locator", c, l.Str, 1, maxLocatorScalars)
 			}
 		}
 		val.closed(ptr, v, digestNames, CodeUnknownBodyField)

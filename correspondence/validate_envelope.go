@@ -45,7 +45,7 @@ func (val *validator) scope(v canonicaljson.Value) {
 		if b.Kind != canonicaljson.String {
 			val.add("/scope/branch", CodeInvalidType)
 		} else if c := branchCode(b.Str); c != "" {
-			val.add("/scope/branch", c)
+			val.addLength("/scope/branch", c, b.Str, 1, maxBranchScalars)
 		}
 	}
 	if p, ok := v.Get("paths"); !ok {
@@ -54,7 +54,7 @@ func (val *validator) scope(v canonicaljson.Value) {
 		val.add("/scope/paths", CodeInvalidType)
 	} else {
 		if n := len(p.Elems); n < 1 || n > maxPaths {
-			val.add("/scope/paths", CodeItemCountOutOfRange)
+			val.addCount("/scope/paths", n, 1, maxPaths)
 		}
 		for i := range p.Elems {
 			e := &p.Elems[i]
@@ -63,7 +63,7 @@ func (val *validator) scope(v canonicaljson.Value) {
 				continue
 			}
 			if c := pathCode(e.Str); c != "" {
-				val.add(itemPointer("/scope/paths", i), c)
+				val.addLength(itemPointer("/scope/paths", i), c, e.Str, 1, maxPathScalars)
 				continue
 			}
 			if repeatsEarlier(p.Elems, i) {

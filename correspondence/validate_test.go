@@ -326,3 +326,40 @@ func TestRules(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundMessages: a length or item-count issue keeps its stable code
+// and says which member missed which bound, and by how much, without
+// quoting the input.
+func TestBoundMessages(t *testing.T) {
+	base := claimOpenEvent(t)
+	summary := func(s string) canonicaljson.Value {
+		b := mustParse(t, []byte(`{"summary":"`+s+`"}`))
+		return edit(t, edit(t, base, "/kind", str("intent")), "/body", &b)
+	}
+	for _, tc := range []struct {
+		name      string
+		ev        canonicaljson.Value
+		ptr, code string
+		message   string
+	}{
+		{"summary 70000", summary(strings.Repeat("é", 70000)), "/body/summary", "length_out_of_range",
+			"summary: at most 1000 Unicode scalar values, got 70000"},
+		{"summary empty", summary(""), "/body/summary", "length_out_of_range",
+			"summary: at least 1 Unicode scalar value, got 0"},
+		{"repository_id 257", edit(t, base, "/repository_id", str(strings.Repeat("r", 257))), "/repository_id", "length_out_of_range",
+			"repository_id: at most 256 Unicode scalar values, got 257"},
+		{"path 257", edit(t, base, "/scope/paths", strArray(strings.Repeat("p", 257))), "/scope/paths/0", "length_out_of_range",
+			"paths[0]: at most 256 Unicode scalar values, got 257"},
+		{"paths none", edit(t, base, "/scope/paths", strArray()), "/scope/paths", "item_count_out_of_range",
+			"paths: at least 1 item, got 0"},
+		{"parents 17", edit(t, base, "/parents", strArray(eventIDs(17)...)), "/parents", "item_count_out_of_range",
+			"parents: at most 16 items, got 17"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			issues := correspondence.Validate(tc.ev)
+			if len(issues) != 1 || issues[0].Pointer != tc.ptr || issues[0].Code != tc.code || issues[0].Message != tc.message {
+				t.Fatalf("issues %+v, want %s %s %q", issues, tc.ptr, tc.code, tc.message)
+			}
+		})
+	}
+}

@@ -150,8 +150,8 @@ func adminProjectOf(p principal, q map[string]string) (string, error) {
 		if pid, ok := q["project_id"]; ok && pid != p.ProjectID {
 			return "", errNotFound
 		}
-		if !p.has("admin") {
-			return "", errScope
+		if !p.has(store.ScopeAdmin) {
+			return "", errScope(store.ScopeAdmin)
 		}
 		return p.ProjectID, nil
 	}

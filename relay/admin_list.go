@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -187,4 +188,28 @@ func (s *Server) handleKeyList(w http.ResponseWriter, r *http.Request) {
 		func(k store.SigningKey) keyRowJSON {
 			return keyRowJSON{keyOut(k), correspondence.FormatTimestamp(k.CreatedAt)}
 		}, "project_id")
+}
+
+type projectRowJSON struct {
+	projectStateJSON
+	CreatedAt string `json:"created_at"`
+}
+
+// handleProjectList: GET /v1/admin/projects → every project of the relay:
+// {projects: [{project_id, visibility, created_at}], page}. The operator
+// token only: a project token never learns of other projects (spec §11),
+// and its own project id is in GET /v1/whoami.
+func (s *Server) handleProjectList(w http.ResponseWriter, r *http.Request) {
+	if !principalFrom(r.Context()).Operator {
+		s.writeError(w, r, errOperatorOnly)
+		return
+	}
+	listPage(s, w, r, "projects",
+		func(ctx context.Context, after string, limit int) ([]registry.ProjectRow, error) {
+			return registry.ListProjects(ctx, s.st, after, limit)
+		},
+		func(p registry.ProjectRow) string { return p.ID },
+		func(p registry.ProjectRow) projectRowJSON {
+			return projectRowJSON{projectStateJSON{ProjectID: p.ID, Visibility: p.Visibility}, correspondence.FormatTimestamp(p.CreatedAt)}
+		})
 }

@@ -156,3 +156,39 @@ func TestAdminListings(t *testing.T) {
 	}
 	mustStatus(t, e.do("GET", "/v1/admin/projects/"+pid+"/identities", tok, nil, "Accept", "application/*"), 200)
 }
+
+// TestAdminProjectList: GET /v1/admin/projects lists every project with
+// its visibility for the operator token, paged like the other listings;
+// a project token, even with admin, is refused.
+func TestAdminProjectList(t *testing.T) {
+	e := newEnv(t)
+	var want []string
+	for range 3 {
+		pid, _ := e.newProject("")
+		want = append(want, pid)
+	}
+	public := want[1]
+	mustStatus(t, e.do("PATCH", "/v1/admin/projects/"+public, operatorToken, []byte(`{"visibility":"public"}`)), 200)
+	slices.Sort(want)
+
+	projects := listAll(t, e, "/v1/admin/projects", operatorToken, "projects")
+	if got := ids(projects, "project_id"); !slices.Equal(got, want) {
+		t.Fatalf("project ids %v, want %v", got, want)
+	}
+	for _, it := range projects {
+		wantVis := map[bool]string{true: "public", false: "private"}[it["project_id"] == public]
+		if it["visibility"] != wantVis || len(it) != 3 {
+			t.Fatalf("project row %v: want exactly project_id, visibility %s, created_at", it, wantVis)
+		}
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z", it["created_at"].(string)); err != nil {
+			t.Fatalf("created_at %v: %v", it["created_at"], err)
+		}
+	}
+
+	_, tok := e.newProject("")
+	wantError(t, e.do("GET", "/v1/admin/projects", tok, nil), 403, "operator_token_required")
+	wantError(t, e.do("GET", "/v1/admin/projects", "", nil), 401, "unauthorized")
+	wantError(t, e.do("GET", "/v1/admin/projects?limit=201", operatorToken, nil), 400, "limit_invalid")
+	wantError(t, e.do("GET", "/v1/admin/projects?visibility=public", operatorToken, nil), 400, "query_invalid")
+	mustStatus(t, e.do("HEAD", "/v1/admin/projects", operatorToken, nil), 200)
+}

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -46,7 +47,6 @@ func (e *apiError) withHint(h string) *apiError {
 var (
 	// Authentication and authorization (spec §10, §11).
 	errUnauthorized     = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
-	errScope            = errf(http.StatusForbidden, wire.CodeScopeInsufficient, "the token lacks the scope this request needs")
 	errNotFound         = errf(http.StatusNotFound, wire.CodeNotFound, "no such resource")
 	errProjectToken     = errf(http.StatusForbidden, wire.CodeProjectTokenRequired, "this route needs a project token, not the operator token")
 	errOperatorOnly     = errf(http.StatusForbidden, wire.CodeOperatorTokenRequired, "this route needs the operator token")
@@ -126,6 +126,34 @@ var (
 	errUnavailable      = errf(http.StatusServiceUnavailable, wire.CodeUnavailable, "the relay's store is unavailable").withHint("retry later")
 	errInternal         = errf(http.StatusInternalServerError, wire.CodeInternalError, "internal error")
 )
+
+// The 403 scope_insufficient of each scope, naming the scope the route
+// needs ("this request needs the append scope"): the token's holder then
+// knows which token to mint (spec §10 scopes are independent).
+var (
+	errScopeRead   = errScopeFor(store.ScopeRead)
+	errScopeAppend = errScopeFor(store.ScopeAppend)
+	errScopeAdmin  = errScopeFor(store.ScopeAdmin)
+)
+
+func errScopeFor(scope string) *apiError {
+	return errf(http.StatusForbidden, wire.CodeScopeInsufficient, "this request needs the "+scope+" scope").
+		withHint("use a token of this project with the " + scope + " scope (POST /v1/admin/projects/{project_id}/tokens)")
+}
+
+// errScope is the 403 scope_insufficient naming scope, one of the three
+// scopes of spec §10.
+func errScope(scope string) *apiError {
+	switch scope {
+	case store.ScopeRead:
+		return errScopeRead
+	case store.ScopeAppend:
+		return errScopeAppend
+	case store.ScopeAdmin:
+		return errScopeAdmin
+	}
+	panic("relay: no scope " + scope) // a route names a scope that does not exist
+}
 
 // contractInvalid is 422 contract_invalid with the schema violations.
 func contractInvalid(issues []handoff.Issue) *apiError {
@@ -213,6 +241,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status >= 500 && ae != errInternal {
 		s.log.WarnContext(r.Context(), "request failed", "path", logPath(r), "code", ae.Code, "err", err)
 	}
+	if ae.Status >= 400 && ae.Status < 500 {
+		s.logRefusal(r, ae)
+	}
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="acrelay"`)
 	}
@@ -227,6 +258,34 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	s.writeJSON(w, r, ae.Status, "application/json", body)
+}
+
+// logRefusal leaves a trace of a refused request (4xx): method, route
+// template (logPath: a path may hold a feed capability), status and code,
+// and the token id and project when the bearer was recognised; never the
+// body, the token or the query. 401 and 403 are Info: a token refused or
+// short of a scope is what an operator looks for when an agent "cannot
+// post", and in a healthy deployment they are rare. The other refusals
+// (400, 404, 409, 412, …) are Debug: they are the client's to fix, the
+// client sees the code and message in the body, and a busy or buggy
+// client could make them most of an Info log.
+func (s *Server) logRefusal(r *http.Request, ae *apiError) {
+	level := slog.LevelDebug
+	if ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden {
+		level = slog.LevelInfo
+	}
+	ctx := r.Context()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", logPath(r)),
+		slog.Int("status", ae.Status), slog.String("code", ae.Code)}
+	if p := principalFrom(ctx); p.TokenID != "" {
+		attrs = append(attrs, slog.String("token_id", p.TokenID), slog.String("project_id", p.ProjectID))
+	} else if p.Operator {
+		attrs = append(attrs, slog.Bool("operator", true))
+	}
+	s.log.LogAttrs(ctx, level, "request refused", attrs...)
 }
 
 func emptyJSON(b []byte) bool {

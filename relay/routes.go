@@ -66,6 +66,7 @@ func (s *Server) Handler() http.Handler {
 	// Registry (spec §10).
 	api.HandleFunc("/v1/whoami", s.handleWhoami).Methods("GET")
 	api.HandleFunc("/v1/admin/projects", s.handleProjectCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/projects", s.handleProjectList).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}", s.handleProjectUpdate).Methods("PATCH")
 	api.HandleFunc("/v1/admin/projects/{project_id}/identities", s.handleIdentityCreate).Methods("POST")
 	api.HandleFunc("/v1/admin/projects/{project_id}/identities", s.handleIdentityList).Methods("GET", "HEAD")

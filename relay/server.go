@@ -228,7 +228,7 @@ func requireProject(p principal, scope string) error {
 		return errProjectToken
 	}
 	if !p.has(scope) {
-		return errScope
+		return errScope(scope)
 	}
 	return nil
 }
@@ -243,8 +243,8 @@ func requireAdminOf(p principal, projectID string) error {
 	if p.ProjectID != projectID {
 		return errNotFound
 	}
-	if !p.has("admin") {
-		return errScope
+	if !p.has(store.ScopeAdmin) {
+		return errScope(store.ScopeAdmin)
 	}
 	return nil
 }

@@ -24,14 +24,20 @@ if [ -n "${STATICCHECK:-}" ]; then
 else
   echo "staticcheck: not available (see the provision notes at the end)"
 fi
-echo "== go test -race -count=1 -v ${pkgs[*]}  (full log: kept on failure)"
-go test -race -count=1 -v -timeout 30m "${pkgs[@]}" >"$ACRELAY_TEST_LOG" 2>&1
-status=$?
+# progress prints, as they come, the lines of the -v log that say a
+# package finished (ok, FAIL, a panic) or a test failed; the whole log
+# still goes to $ACRELAY_TEST_LOG for the summary below.
+progress() { grep --line-buffered -E -- '^(ok|FAIL|panic:)[[:space:]]|^[[:space:]]*--- FAIL' || true; }
+
+echo "== go test -race -count=1 -v ${pkgs[*]}  (each package as it finishes; full log: kept on failure)"
+go test -race -count=1 -v -timeout 30m "${pkgs[@]}" 2>&1 | tee "$ACRELAY_TEST_LOG" | progress
+status=${PIPESTATUS[0]}
 
 # The HTTP suite once more on PostgreSQL: every relay route, both dialects.
 if [ -n "${ACRELAY_TEST_DATABASE_URL:-}" ] && [ $# -eq 0 ]; then
   echo "== ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v ./relay"
-  ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v -timeout 20m ./relay >>"$ACRELAY_TEST_LOG" 2>&1 || status=1
+  ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v -timeout 20m ./relay 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 echo

@@ -29,6 +29,14 @@ type localCmd struct {
 
 func (l *localCmd) flags(cmd *cobra.Command) {
 	addStoreFlags(cmd, &l.store)
+	// SQLite's tuning is serve's business: an admin command's handful of
+	// writes gains nothing from it. The flags still parse (a script may
+	// pass serve's flags to both), but --help does not list them.
+	for _, name := range []string{"sqlite-max-batch", "sqlite-sync"} {
+		if err := cmd.Flags().MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
 	cmd.Flags().BoolVar(&l.json, "json", false, "print the result as JSON")
 }
 
@@ -93,6 +101,7 @@ func newAdminCmds() []*cobra.Command {
 		c.Flags().BoolVar(&public, "public", false, "make the project's reads public (no token needed; writes still need one)")
 		project.AddCommand(c)
 		project.AddCommand(newVisibilityCmd())
+		project.AddCommand(newProjectListCmd())
 	}
 
 	identity := &cobra.Command{Use: "identity", Short: "Manage identities in the local store"}
@@ -282,6 +291,37 @@ func newAdminCmds() []*cobra.Command {
 			return map[string]any{"tokens": out}, strings.Join(lines, "\n"), err
 		}))
 	return []*cobra.Command{project, identity, key, tok}
+}
+
+// newProjectListCmd is "acrelay project list": every project of the store
+// (for a lost project id), one per line (id, visibility, created_at) or,
+// with --json, {projects: [{project_id, visibility, created_at}]}, as
+// GET /v1/admin/projects answers the operator.
+func newProjectListCmd() *cobra.Command {
+	var l localCmd
+	c := &cobra.Command{
+		Use: "list", Short: "List every project with its visibility", Args: cobra.NoArgs,
+		Example: "  acrelay project list\n  acrelay project list --json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
+				rows, err := listAll(func(after string, limit int) ([]registry.ProjectRow, error) {
+					return registry.ListProjects(ctx, st, after, limit)
+				}, func(p registry.ProjectRow) string { return p.ID })
+				if err != nil {
+					return nil, "", fmt.Errorf("list projects: %w", err)
+				}
+				out, lines := make([]map[string]string, 0, len(rows)), make([]string, 0, len(rows))
+				for _, p := range rows {
+					at := correspondence.FormatTimestamp(p.CreatedAt)
+					out = append(out, map[string]string{"project_id": p.ID, "visibility": p.Visibility, "created_at": at})
+					lines = append(lines, strings.Join([]string{p.ID, p.Visibility, at}, "\t"))
+				}
+				return map[string]any{"projects": out}, strings.Join(lines, "\n"), nil
+			})
+		},
+	}
+	l.flags(c)
+	return c
 }
 
 // newListCmd is a local "list" command over one project (and, withIdentity,

@@ -35,8 +35,9 @@ releases and close. Every record is then read back and verified. It prints
 where to look: the events (JSON and Atom), voice and claims URLs.
 
 The private keys live only in memory and are dropped at exit.`,
-		Example: `  acrelay demo --url http://127.0.0.1:8080 --token "$PROJECT_TOKEN"`,
-		Args:    cobra.NoArgs,
+		Example: `  export ACRELAY_URL=http://127.0.0.1:8080 ACRELAY_TOKEN=<project token>  # a token in an env var, not in the process list
+  acrelay demo`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := rf.client(nil)
 			if err != nil {

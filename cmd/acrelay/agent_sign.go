@@ -92,7 +92,7 @@ listed with their JSON pointers.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.in, "in", "-", `core event file ("-" for stdin); used when --kind is not set`)
 	fs.Int64Var(&o.seq, "session-seq", 0, "session_seq of this event (1 … 2^53-1)")
-	fs.StringVar(&o.seqFile, "seq-file", "", "file keeping the session's last session_seq; the next value is used and stored")
+	fs.StringVar(&o.seqFile, "seq-file", "", "file keeping the session's last session_seq; the next value is used, and stored once the event is signed")
 	fs.StringVar(&o.kind, "kind", "", "build an event of this kind from flags (intent, claim.open, …, repair)")
 	fs.StringVar(&o.repo, "repository-id", "", "repository id (opaque, 1–256 characters)")
 	fs.StringVar(&o.thread, "thread-id", "", "thread id (opaque, 1–256 characters)")
@@ -117,14 +117,25 @@ listed with their JSON pointers.`,
 	return cmd
 }
 
-func (o *signOpts) sequencer() (client.Sequencer, error) {
+// reserveSeq returns the session_seq of the event being signed and a
+// commit that spends it. With --seq-file the file is written only by
+// commit, which the caller runs once the event is validated and signed:
+// an event refused here costs no session_seq (the next one would
+// otherwise leave a gap the relay reports). With --session-seq the number
+// is the caller's own and commit does nothing.
+func (o *signOpts) reserveSeq() (int64, func() error, error) {
 	switch {
 	case o.seqFile != "":
-		return &client.FileSequencer{Path: o.seqFile}, nil
+		f := &client.FileSequencer{Path: o.seqFile}
+		n, err := f.Reserve()
+		if err != nil {
+			return 0, nil, err
+		}
+		return n, func() error { return f.Commit(n) }, nil
 	case o.seq > 0:
-		return client.NewMemorySequencer(o.seq - 1), nil
+		return o.seq, func() error { return nil }, nil
 	}
-	return nil, errors.New("set --session-seq N or --seq-file FILE")
+	return 0, nil, errors.New("set --session-seq N or --seq-file FILE")
 }
 
 func (o *signOpts) run(stdin io.Reader) (*correspondence.Event, error) {
@@ -135,11 +146,11 @@ func (o *signOpts) run(stdin io.Reader) (*correspondence.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	seq, err := o.sequencer()
+	d, err := o.draft()
 	if err != nil {
 		return nil, err
 	}
-	d, err := o.draft()
+	n, commit, err := o.reserveSeq()
 	if err != nil {
 		return nil, err
 	}
@@ -157,11 +168,14 @@ func (o *signOpts) run(stdin io.Reader) (*correspondence.Event, error) {
 	if at.Parents == nil {
 		at.Parents = []string{}
 	}
-	ev, err := client.NewSession(signer, seq).Sign(at, d)
+	ev, err := client.NewSession(signer, client.NewMemorySequencer(n-1)).Sign(at, d)
 	if err != nil {
 		return nil, err
 	}
-	return ev, checkEvent(ev)
+	if err := checkEvent(ev); err != nil {
+		return nil, err
+	}
+	return ev, commit()
 }
 
 // checkEvent validates a signed event with the core, listing every issue.
@@ -373,13 +387,16 @@ func (o *signOpts) signCore(stdin io.Reader) (*correspondence.Event, error) {
 		}
 	}
 	set("sender", sender, true)
+	// The key is loaded, and a session_seq reserved, before the event is
+	// judged; the session_seq is spent only once the event is signed.
+	signer, err := o.signer.signer(true)
+	if err != nil {
+		return nil, err
+	}
+	commit := func() error { return nil }
 	if o.seqFile != "" || o.seq > 0 {
-		seq, err := o.sequencer()
-		if err != nil {
-			return nil, err
-		}
-		n, err := seq.Next()
-		if err != nil {
+		var n int64
+		if n, commit, err = o.reserveSeq(); err != nil {
 			return nil, err
 		}
 		set("session_seq", canonicaljson.IntValue(n), true)
@@ -398,14 +415,10 @@ func (o *signOpts) signCore(stdin io.Reader) (*correspondence.Event, error) {
 	if err != nil {
 		return nil, describeInvalid(err)
 	}
-	signer, err := o.signer.signer(true)
-	if err != nil {
-		return nil, err
-	}
 	if err := signer.SignAsIs(ev); err != nil {
 		return nil, err
 	}
-	return ev, nil
+	return ev, commit()
 }
 
 // zeroSig is 64 zero bytes in unpadded base64url: a well-formed placeholder.

@@ -47,9 +47,11 @@ the module) when one is found.
 
 It prints one line per group, then the errata (seed 000's two damaged
 entries, recognised by content, with what was checked instead), then any
-failures. With --json it prints
-{"groups":[{"name","passed","failed","errata"}],"failed"} on standard
-output and the failure lines on standard error.
+failures, and a total line: "total: N passed, N failed, N errata", followed
+by "; not run: …" naming what was skipped and how to run it (the public
+vector file, when no shared folder was found). With --json it prints
+{"groups":[{"name","passed","failed","errata"}],"failed","not_run"?} on
+standard output and the failure lines on standard error.
 
 Exit status: 0 when every check passes, 1 on any failure, 2 when a vector
 file named by --shared-dir cannot be read.`,
@@ -114,7 +116,13 @@ func writeReport(w io.Writer, r conformance.Report) error {
 		ew.printf("\nfailures:\n")
 		writeFailures(ew, r)
 	}
-	ew.printf("\ntotal: %d passed, %d failed, %s\n", r.Passed(), r.Failed(), plural(len(r.Errata()), "erratum", "errata"))
+	// The total keeps its "N passed, N failed" prefix for scripts; what was
+	// not run follows, so 88 passes are not mistaken for the whole suite.
+	ew.printf("\ntotal: %d passed, %d failed, %s", r.Passed(), r.Failed(), plural(len(r.Errata()), "erratum", "errata"))
+	if len(r.NotRun) > 0 {
+		ew.printf("; not run: %s", strings.Join(r.NotRun, "; "))
+	}
+	ew.printf("\n")
 	return ew.err
 }
 

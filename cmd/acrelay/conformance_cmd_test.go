@@ -188,3 +188,22 @@ func TestConformanceHTTPFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceVectorsNotRun: without the shared folder, the embedded
+// seeds run and the total line says, after its parseable prefix, what was
+// not run and how to run it; --json carries it as not_run.
+func TestConformanceVectorsNotRun(t *testing.T) {
+	t.Setenv(shareddir.EnvVar, filepath.Join(t.TempDir(), "absent"))
+	out, err := runCmd(t, newConformanceCmd(), "", "vectors")
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, out)
+	}
+	const want = "\ntotal: 88 passed, 0 failed, 2 errata; not run: the public vector file (set ACRELAY_SHARED_DIR or --shared-dir)\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("output ends\n%s\nwant %q", out[max(0, len(out)-200):], want)
+	}
+	out, err = runCmd(t, newConformanceCmd(), "", "vectors", "--json")
+	if err != nil || !strings.HasSuffix(out, `],"failed":0,"not_run":["the public vector file (set ACRELAY_SHARED_DIR or --shared-dir)"]}`+"\n") {
+		t.Errorf("--json: %v\n%s", err, out)
+	}
+}

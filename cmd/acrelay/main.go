@@ -34,6 +34,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
+	rejectUnknownSubcommands(rootCmd)
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "acrelay:", errorText(err))
 		if ee, ok := err.(*exitError); ok {
@@ -41,6 +42,39 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// rejectUnknownSubcommands makes every command group below root (project,
+// identity, conformance, …) refuse an argument that names none of its
+// subcommands. Cobra checks this only for the root: a group without a Run
+// of its own prints its help and exits 0 for "acrelay project lsit", so a
+// script's typo passes silently. A group given no argument still prints
+// its help. It runs from main, after every file's init has registered its
+// commands.
+func rejectUnknownSubcommands(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.HasSubCommands() && !sub.Runnable() {
+				sub.Args = cobra.ArbitraryArgs
+				if sub.SuggestionsMinimumDistance <= 0 {
+					sub.SuggestionsMinimumDistance = 2 // cobra's default, set only on the root
+				}
+				sub.RunE = func(cmd *cobra.Command, args []string) error {
+					if len(args) == 0 {
+						return cmd.Help()
+					}
+					msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+					if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+						msg += "; did you mean " + strings.Join(s, " or ") + "?"
+					}
+					return fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())
+				}
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // tokenSecret matches the secret part of anything shaped like an acrelay

@@ -57,6 +57,13 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay (embedded SQLite by default, PostgreSQL with --database-url)",
+		Long: `serve runs the relay until SIGINT or SIGTERM, then drains in-flight requests.
+
+The operator token (server-wide: creates and lists projects) has no flag, so
+that it never shows in the process list: it is ACRELAY_OPERATOR_TOKEN, or the
+contents of the file named by ACRELAY_OPERATOR_TOKEN_FILE. Without either, the
+first start on an empty store generates one, prints it once and keeps only its
+hash, which later starts use.`,
 		Example: `  acrelay serve
   acrelay serve --addr 127.0.0.1:9090 --data-dir /var/lib/acrelay --public-url https://relay.example
   ACRELAY_DATABASE_URL=postgres://acrelay@db/acrelay acrelay serve`,
