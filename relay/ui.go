@@ -554,7 +554,7 @@ type uiClaim struct {
 	Generation                                 int64
 	Paths                                      []string
 	ExpiresAt                                  time.Time
-	Conflicted                                 bool
+	Conflicted, Overlapping                    bool
 	Competing                                  []string
 }
 
@@ -634,7 +634,7 @@ func (u *uiViews) view(ctx context.Context, sess *uiSession, repo string) (*uiVi
 		}
 		n := id
 		if ident, err := u.s.st.GetIdentity(ctx, pid, id); err == nil && ident.DisplayName != "" {
-			n = ident.DisplayName
+			n = ident.DisplayName + " (" + id[:min(8, len(id))] + ")"
 		}
 		names[id] = n
 		return n
@@ -668,6 +668,9 @@ func (u *uiViews) view(ctx context.Context, sess *uiSession, repo string) (*uiVi
 	for _, o := range overlaps {
 		v.Overlaps = append(v.Overlaps, uiOverlap{Left: o.LeftEventID, Right: o.RightEventID, Paths: o.Paths})
 		conflicted[o.LeftEventID], conflicted[o.RightEventID] = true, true
+	}
+	for i := range v.Claims {
+		v.Claims[i].Overlapping = conflicted[v.Claims[i].EventID] && !v.Claims[i].Conflicted
 	}
 	for _, f := range snap.SessionForks {
 		v.Forks = append(v.Forks, uiFork{Owner: name(f.IdentityID), DeviceID: f.DeviceID, SessionID: f.SessionID, SessionSeq: f.SessionSeq, EventIDs: f.EventIDs})

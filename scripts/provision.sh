@@ -87,8 +87,12 @@ provision_shared() {
 # --- Dendrite (Matrix courier tests; scripts/provision_dendrite.sh) ---------
 . scripts/provision_dendrite.sh
 
+# --- Chromium (live web view browser test; scripts/provision_chromium.sh) ---
+. scripts/provision_chromium.sh
+
 provision_shared
 provision_postgres
 provision_jing
 provision_staticcheck
 provision_dendrite
+provision_chromium
