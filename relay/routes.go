@@ -36,6 +36,21 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 
+	// Live web view (relay/ui.go): a session cookie from the sign-in form,
+	// never a bearer; its own security headers on every response.
+	ui := newUI(s)
+	s.ui = ui
+	uiRoutes := m.MatcherFunc(func(r *http.Request, _ *mux.RouteMatch) bool { return strings.HasPrefix(r.URL.Path, "/ui/") }).Subrouter()
+	uiRoutes.Use(ui.uiMiddleware)
+	uiRoutes.HandleFunc("/ui/signin", ui.handleSignInForm).Methods("GET", "HEAD")
+	uiRoutes.HandleFunc("/ui/signin", ui.handleSignIn).Methods("POST")
+	uiRoutes.HandleFunc("/ui/signout", ui.handleSignOut).Methods("POST")
+	uiRoutes.HandleFunc("/ui/projects/{project_id}", ui.handleProject).Methods("GET", "HEAD")
+	uiRoutes.HandleFunc("/ui/projects/{project_id}/fragment", ui.handleFragment).Methods("GET", "HEAD")
+	uiRoutes.HandleFunc("/ui/projects/{project_id}/live", ui.handleLive).Methods("GET")
+	uiRoutes.HandleFunc("/ui/projects/{project_id}/records/{received_seq}", ui.handleRecord).Methods("GET", "HEAD")
+	uiRoutes.PathPrefix("/ui/static/").HandlerFunc(ui.handleStatic).Methods("GET", "HEAD")
+
 	api := m.NewRoute().Subrouter()
 	api.Use(s.authMiddleware)
 

@@ -65,6 +65,7 @@ type Server struct {
 	public string
 	wake   *wakeFanout
 	ingest *ingest.Ingester
+	ui     *uiViews // the live web view's sessions and streams (set by Handler)
 
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
@@ -106,11 +107,14 @@ func HTTPServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
-// CloseStreams ends every open wake stream; register it with
+// CloseStreams ends every open wake stream and live web view stream; register it with
 // http.Server.RegisterOnShutdown so a graceful shutdown does not wait for
 // streams that never go idle.
 func (s *Server) CloseStreams() {
 	s.wake.endWhere(func(string, *wakeSub) bool { return true })
+	if s.ui != nil {
+		s.ui.closeStreams()
+	}
 }
 
 // bodyReadTimeout bounds how long a client may take to send a request body.

@@ -90,9 +90,13 @@ provision_shared() {
 # --- npm pubsubhubbub (WebSub interop; scripts/provision_websub_npm.sh) -----
 . scripts/provision_websub_npm.sh
 
+# --- Chromium (live web view browser test; scripts/provision_chromium.sh) ---
+. scripts/provision_chromium.sh
+
 provision_shared
 provision_postgres
 provision_jing
 provision_staticcheck
 provision_dendrite
 provision_websub_npm
+provision_chromium
