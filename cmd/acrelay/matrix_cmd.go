@@ -100,8 +100,10 @@ type matrixServices struct {
 }
 
 // openMatrix builds the Matrix courier, inbox and binder; nil when the
-// courier is off.
-func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public, holder string, lease time.Duration, logger *slog.Logger) (*matrixServices, error) {
+// courier is off. base gives the runner's holder, lease, logger and
+// OnResult; openMatrix sets its backoff and refresh.
+func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public string, base couriers.Options) (*matrixServices, error) {
+	logger := base.Logger
 	cli, reg, err := c.client(ctx)
 	if err != nil || cli == nil {
 		return nil, err
@@ -112,8 +114,8 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public, hol
 	}
 	log := logger.With("courier", matrix.Name)
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
-	runner := couriers.NewRunner(st, courier, couriers.Options{Holder: holder, LeaseTTL: lease, Logger: logger,
-		Backoff: couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, Refresh: 10 * time.Second})
+	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
+	runner := couriers.NewRunner(st, courier, base)
 	m := &matrixServices{runner: runner, reg: reg, log: log,
 		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/couriers"
@@ -38,6 +39,7 @@ type serveConfig struct {
 	ExportDir     string
 	CourierLease  time.Duration
 	PprofAddr     string
+	MetricsAddr   string
 
 	// The embedded WebSub hub (spec/websub.md "Subscribing").
 	WebSubLeaseMin     time.Duration
@@ -92,6 +94,7 @@ func newServeCmd() *cobra.Command {
 	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
 	return cmd
 }
@@ -166,6 +169,12 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// One registry for the process: the store's transactions, the
+	// couriers' deliveries, the HTTP surface, the Go runtime.
+	reg := prometheus.NewRegistry()
+	metrics := relay.NewMetrics(reg)
+	cfg.storeConfig.Observer = metrics
+
 	st, err := openStore(ctx, cfg.storeConfig, logger)
 	if err != nil {
 		return err
@@ -202,9 +211,10 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			return fmt.Errorf("export dir: %w", err)
 		}
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
-			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
+			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}))
 	}
-	mx, err := openMatrix(ctx, cfg.Matrix, st, public, holder, cfg.CourierLease, logger)
+	mx, err := openMatrix(ctx, cfg.Matrix, st, public,
+		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult})
 	if err != nil {
 		return err
 	}
@@ -231,11 +241,14 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
 	})
 	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
-		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
+		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
+	metrics.WatchCouriers(courierStatuses(runners))
+	metricsH := metricsHandler(reg, logger)
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
-		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil()})
+		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners)})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
@@ -249,6 +262,13 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 
 	if cfg.PprofAddr != "" {
 		go servePprof(cfg.PprofAddr, logger)
+	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr (ACRELAY_METRICS_ADDR): listen: %w", err)
+		}
+		wg.Go(func() { serveMetrics(bg, mln, metricsH, logger) })
 	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	hs.RegisterOnShutdown(srv.CloseStreams)
