@@ -43,6 +43,8 @@ func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
 	fs.StringVar(&c.AppserviceAddr, "matrix-appservice-addr", envOr("ACRELAY_MATRIX_APPSERVICE_ADDR", ""), "listen address of the application-service API (ACRELAY_MATRIX_APPSERVICE_ADDR; default: the host:port of the registration's url)")
 	fs.StringVar(&c.UserID, "matrix-user-id", envOr("ACRELAY_MATRIX_USER_ID", ""), "bot mode: the bot's Matrix user id (ACRELAY_MATRIX_USER_ID)")
 	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
+	// A secret: applyEnv reads it (or its _FILE), config print redacts it.
+	_ = fs.SetAnnotation("matrix-access-token", secretEnvAnnotation, []string{"ACRELAY_MATRIX_ACCESS_TOKEN"})
 }
 
 // client returns the courier's Matrix client, the registration in

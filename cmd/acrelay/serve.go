@@ -62,11 +62,6 @@ func newServeCmd() *cobra.Command {
   acrelay serve --addr 127.0.0.1:9090 --data-dir /var/lib/acrelay --public-url https://relay.example
   ACRELAY_DATABASE_URL=postgres://acrelay@db/acrelay acrelay serve`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := secretFromEnv("ACRELAY_OPERATOR_TOKEN")
-			if err != nil {
-				return err
-			}
-			cfg.OperatorToken = tok
 			return runServe(cmd.Context(), cfg, cmd.OutOrStdout())
 		},
 	}
@@ -94,6 +89,9 @@ func newServeCmd() *cobra.Command {
 	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
+	fs.StringVar(&cfg.OperatorToken, "operator-token", "", "server-wide operator token (prefer ACRELAY_OPERATOR_TOKEN, ACRELAY_OPERATOR_TOKEN_FILE or operator-token-file in --config; default: made and printed on first start)")
+	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
+	addConfigFlag(cmd)
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
 	return cmd
