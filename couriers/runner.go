@@ -119,6 +119,10 @@ type Options struct {
 	// in between); default 30s.
 	Refresh time.Duration
 	Logger  *slog.Logger
+	// OnResult, when set, is called after every Deliver call with the
+	// courier's name and the outcome: "delivered", "gone" (ErrTargetGone)
+	// or "failed" (metrics). It must be cheap and must not block.
+	OnResult func(courier, outcome string)
 }
 
 // Runner runs one courier over every project whose lease it holds
@@ -619,7 +623,18 @@ func (w worker) deliver(recs []store.Record) error {
 	}
 	dctx, cancel := context.WithTimeout(w.ctx, r.opt.DeliveryTimeout)
 	defer cancel()
-	return r.courier.Deliver(dctx, w.projectID, w.target, recs)
+	err := r.courier.Deliver(dctx, w.projectID, w.target, recs)
+	if r.opt.OnResult != nil {
+		outcome := "delivered"
+		switch {
+		case errors.Is(err, ErrTargetGone):
+			outcome = "gone"
+		case err != nil:
+			outcome = "failed"
+		}
+		r.opt.OnResult(r.courier.Name(), outcome)
+	}
+	return err
 }
 
 // errLeaseUnsafe ends a drain whose lease was not renewed in time; the

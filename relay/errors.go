@@ -238,6 +238,7 @@ var appendRefusals = map[string]*apiError{
 // writeError ends a request with the error's JSON body.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.toAPIError(r, err)
+	noteErrorCode(r, ae.Code) // acrelay_appends_total (relay/metrics.go)
 	if ae.Status >= 500 && ae != errInternal {
 		s.log.WarnContext(r.Context(), "request failed", "path", logPath(r), "code", ae.Code, "err", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// Handler returns the relay's routes. Every route but /healthz,
+// Handler returns the relay's routes. Every route but /healthz, /readyz,
 // /v1/profile, /websub/hub and the feed capability's GET needs a bearer
 // token, except the reads a public project opens to everyone; every
 // correspondence route acts on the bearer's project.
@@ -25,6 +25,13 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, errMethodNotAllowed)
 	})
 	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
+	m.HandleFunc("/readyz", s.handleReady).Methods("GET", "HEAD")
+	if s.cfg.MetricsHandler != nil {
+		m.HandleFunc("/metrics", s.handleMetrics).Methods("GET") // operator token (relay/metrics.go)
+	}
+	if s.cfg.Metrics != nil {
+		m.Use(noteRoute)
+	}
 	// The embedded WebSub hub (spec/websub.md): no bearer middleware, since
 	// public topics and unsubscribes need none; the hub checks private
 	// topics through AuthorizeTopic.
@@ -99,13 +106,13 @@ func (s *Server) Handler() http.Handler {
 	// An encoded slash is never a path separator here: gorilla/mux matches
 	// the decoded path, where /v1%2Fadmin/... would pass for /v1/admin/...
 	// (and slip past a proxy rule on that prefix).
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
 			s.writeError(w, r, errNotFound)
 			return
 		}
 		m.ServeHTTP(w, r)
-	})
+	}))
 }
 
 func (s *Server) authMiddleware(next http.Handler) http.Handler {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/token"
@@ -55,6 +56,15 @@ type Config struct {
 	// Matrix makes and removes Matrix bindings (relay/appservice.go); nil
 	// when no homeserver is configured (the binding routes answer 404).
 	Matrix MatrixBinder
+	// Metrics, when set, counts and times every request and reports the
+	// wake streams and WebSub subscriptions (relay/metrics.go).
+	Metrics *Metrics
+	// MetricsHandler, when set, serves GET /metrics on this handler, for
+	// the operator token only (handleMetrics); nil leaves the route out
+	// (the metrics may then be served on a listener of their own).
+	MetricsHandler http.Handler
+	// Couriers, when set, returns each courier's progress for GET /readyz.
+	Couriers func() []couriers.Status
 }
 
 // Server serves the HTTP surface over one store.
@@ -85,6 +95,9 @@ func New(st store.Store, cfg Config) *Server {
 		maxStreams = DefaultWakeMaxStreamsPerToken
 	}
 	s.wake = newWakeFanout(st, cfg.Logger, maxStreams) // fed by the store's advances (spec §9)
+	if cfg.Metrics != nil {
+		cfg.Metrics.reg.MustRegister(serverCollector{s})
+	}
 	return s
 }
 

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store/postgres"
 
@@ -61,7 +63,10 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	st := openTestStore(t)
 	var srv *httptest.Server
-	h := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test"})
+	// Metrics on: every HTTP test also runs through the instrumentation
+	// (its ResponseWriter wrapper must keep flushes and deadlines working).
+	h := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test",
+		Metrics: relay.NewMetrics(prometheus.NewRegistry())})
 	srv = httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	return &env{t: t, st: st, srv: srv, url: srv.URL}

@@ -147,6 +147,9 @@ func annotateFlag(cmd *cobra.Command, name, key, env string) {
 // and not given on the command line from that variable; an empty variable
 // counts as unset. It is rootCmd's PersistentPreRunE.
 func applyEnv(cmd *cobra.Command, _ []string) error {
+	if cmd.Flags().Lookup(configFlag) != nil {
+		return applyConfig(cmd) // the environment and --config (config.go)
+	}
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if err != nil || f.Changed {

@@ -43,6 +43,8 @@ func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
 	fs.StringVar(&c.AppserviceAddr, "matrix-appservice-addr", envOr("ACRELAY_MATRIX_APPSERVICE_ADDR", ""), "listen address of the application-service API (ACRELAY_MATRIX_APPSERVICE_ADDR; default: the host:port of the registration's url)")
 	fs.StringVar(&c.UserID, "matrix-user-id", envOr("ACRELAY_MATRIX_USER_ID", ""), "bot mode: the bot's Matrix user id (ACRELAY_MATRIX_USER_ID)")
 	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
+	// A secret: applyEnv reads it (or its _FILE), config print redacts it.
+	_ = fs.SetAnnotation("matrix-access-token", secretEnvAnnotation, []string{"ACRELAY_MATRIX_ACCESS_TOKEN"})
 }
 
 // client returns the courier's Matrix client, the registration in
@@ -100,8 +102,10 @@ type matrixServices struct {
 }
 
 // openMatrix builds the Matrix courier, inbox and binder; nil when the
-// courier is off.
-func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public, holder string, lease time.Duration, logger *slog.Logger) (*matrixServices, error) {
+// courier is off. base gives the runner's holder, lease, logger and
+// OnResult; openMatrix sets its backoff and refresh.
+func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public string, base couriers.Options) (*matrixServices, error) {
+	logger := base.Logger
 	cli, reg, err := c.client(ctx)
 	if err != nil || cli == nil {
 		return nil, err
@@ -112,8 +116,8 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public, hol
 	}
 	log := logger.With("courier", matrix.Name)
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
-	runner := couriers.NewRunner(st, courier, couriers.Options{Holder: holder, LeaseTTL: lease, Logger: logger,
-		Backoff: couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, Refresh: 10 * time.Second})
+	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
+	runner := couriers.NewRunner(st, courier, base)
 	m := &matrixServices{runner: runner, reg: reg, log: log,
 		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/couriers"
@@ -38,6 +39,7 @@ type serveConfig struct {
 	ExportDir     string
 	CourierLease  time.Duration
 	PprofAddr     string
+	MetricsAddr   string
 
 	// The embedded WebSub hub (spec/websub.md "Subscribing").
 	WebSubLeaseMin     time.Duration
@@ -59,20 +61,16 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the relay (embedded SQLite by default, PostgreSQL with --database-url)",
 		Long: `serve runs the relay until SIGINT or SIGTERM, then drains in-flight requests.
 
-The operator token (server-wide: creates and lists projects) has no flag, so
-that it never shows in the process list: it is ACRELAY_OPERATOR_TOKEN, or the
-contents of the file named by ACRELAY_OPERATOR_TOKEN_FILE. Without either, the
-first start on an empty store generates one, prints it once and keeps only its
-hash, which later starts use.`,
+The operator token (server-wide: creates and lists projects) is best given
+as ACRELAY_OPERATOR_TOKEN, or as the contents of the file named by
+ACRELAY_OPERATOR_TOKEN_FILE (or operator-token-file in --config), so that it
+never shows in the process list; --operator-token exists but does. Without
+any, the first start on an empty store generates one, prints it once and
+keeps only its hash, which later starts use.`,
 		Example: `  acrelay serve
   acrelay serve --addr 127.0.0.1:9090 --data-dir /var/lib/acrelay --public-url https://relay.example
   ACRELAY_DATABASE_URL=postgres://acrelay@db/acrelay acrelay serve`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tok, err := secretFromEnv("ACRELAY_OPERATOR_TOKEN")
-			if err != nil {
-				return err
-			}
-			cfg.OperatorToken = tok
 			return runServe(cmd.Context(), cfg, cmd.OutOrStdout())
 		},
 	}
@@ -101,6 +99,10 @@ hash, which later starts use.`,
 	fs.StringSliceVar(&cfg.WebSubPublishHubs, "websub-publish-hub", splitList(os.Getenv("ACRELAY_WEBSUB_PUBLISH_HUBS")), "external WebSub hub to ping (hub.mode=publish) when a public topic has new records; repeatable (ACRELAY_WEBSUB_PUBLISH_HUBS, comma-separated)")
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
+	fs.StringVar(&cfg.OperatorToken, "operator-token", "", "server-wide operator token (prefer ACRELAY_OPERATOR_TOKEN, ACRELAY_OPERATOR_TOKEN_FILE or operator-token-file in --config; default: made and printed on first start)")
+	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
+	addConfigFlag(cmd)
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
 	return cmd
 }
@@ -175,6 +177,12 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// One registry for the process: the store's transactions, the
+	// couriers' deliveries, the HTTP surface, the Go runtime.
+	reg := prometheus.NewRegistry()
+	metrics := relay.NewMetrics(reg)
+	cfg.storeConfig.Observer = metrics
+
 	st, err := openStore(ctx, cfg.storeConfig, logger)
 	if err != nil {
 		return err
@@ -211,9 +219,10 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			return fmt.Errorf("export dir: %w", err)
 		}
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
-			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger}))
+			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}))
 	}
-	mx, err := openMatrix(ctx, cfg.Matrix, st, public, holder, cfg.CourierLease, logger)
+	mx, err := openMatrix(ctx, cfg.Matrix, st, public,
+		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult})
 	if err != nil {
 		return err
 	}
@@ -240,16 +249,19 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
 	})
 	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
-		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
+		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
 	if len(cfg.WebSubPublishHubs) > 0 {
 		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public},
-			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
+			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax}}))
 	}
+	metrics.WatchCouriers(courierStatuses(runners))
+	metricsH := metricsHandler(reg, logger)
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
-		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil()})
+		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners)})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
@@ -263,6 +275,13 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 
 	if cfg.PprofAddr != "" {
 		go servePprof(cfg.PprofAddr, logger)
+	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr (ACRELAY_METRICS_ADDR): listen: %w", err)
+		}
+		wg.Go(func() { serveMetrics(bg, mln, metricsH, logger) })
 	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	hs.RegisterOnShutdown(srv.CloseStreams)

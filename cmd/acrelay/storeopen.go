@@ -27,6 +27,9 @@ type storeConfig struct {
 	// commands) a directory with no database is refused, so a command run
 	// from the wrong directory leaves no empty store behind.
 	Create bool
+	// Observer, when set, is told of the store's transactions (serve's
+	// metrics); not a flag.
+	Observer store.Observer
 }
 
 func addStoreFlags(cmd *cobra.Command, c *storeConfig) {
@@ -49,7 +52,7 @@ func (c storeConfig) describe() string {
 }
 
 // postgresOpener is set by storeopen_postgres.go once that store exists.
-var postgresOpener func(ctx context.Context, url string, logger *slog.Logger) (store.Store, error)
+var postgresOpener func(ctx context.Context, url string, logger *slog.Logger, obs store.Observer) (store.Store, error)
 
 // check refuses store settings openStore cannot honour; serve calls it
 // before anything process-wide is set.
@@ -74,7 +77,7 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 		return nil, err
 	}
 	if c.DatabaseURL != "" {
-		return postgresOpener(ctx, c.DatabaseURL, logger)
+		return postgresOpener(ctx, c.DatabaseURL, logger, c.Observer)
 	}
 	if err := sqlite.UseFdatasync(c.SQLiteSync == "fdatasync"); err != nil {
 		logger.Warn("sqlite: fdatasync unavailable here; committing with fsync", "err", err)
@@ -88,7 +91,7 @@ func openStore(ctx context.Context, c storeConfig, logger *slog.Logger) (store.S
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	db, err := sqlite.OpenWith(ctx, path, logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch})
+	db, err := sqlite.OpenWith(ctx, path, logger, sqlite.Options{MaxBatch: c.SQLiteMaxBatch, Observer: c.Observer})
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: %w", err)
 	}

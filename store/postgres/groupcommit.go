@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,7 +98,15 @@ func jobError(err error) bool {
 }
 
 func (db *DB) runAppendBatch(batch []*appendJob) {
+	start := time.Now()
+	var batchErr error // the transaction's own failure, not a job's refusal
 	defer func() {
+		if db.obs != nil {
+			if len(batch) == 1 && !jobError(batch[0].err) {
+				batchErr = batch[0].err
+			}
+			db.obs.ObserveGroupCommit(len(batch), time.Since(start), batchErr)
+		}
 		for _, j := range batch {
 			close(j.done)
 		}
@@ -149,5 +158,6 @@ func (db *DB) runAppendBatch(batch []*appendJob) {
 			}
 			j.res = store.AppendResult{}
 		}
+		batchErr = err
 	}
 }

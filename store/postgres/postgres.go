@@ -40,6 +40,7 @@ type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	group  groupCommitter // per-project group commit of appends
+	obs    store.Observer // Options.Observer; nil observes nothing
 
 	advances   store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
 	listenMu   sync.Mutex
@@ -53,6 +54,18 @@ type DB struct {
 // when the database cannot be reached or migrated; a malformed url is
 // reported without echoing it (it may hold a password).
 func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
+	return OpenWith(ctx, url, logger, Options{})
+}
+
+// Options tune OpenWith. The zero value is Open's setting.
+type Options struct {
+	// Observer, when set, is told the duration of every transaction and
+	// each group commit's size (metrics); nil observes nothing.
+	Observer store.Observer
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options) (*DB, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -71,7 +84,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 		pool.Close()
 		return nil, mapErr("open postgres", err)
 	}
-	db := &DB{pool: pool, logger: logger}
+	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
 	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
 	return db, nil
 }
@@ -136,9 +149,12 @@ func lockStream(ctx context.Context, tx pgx.Tx, projectID string) error {
 // (maxAttempts in all, short backoff); fn must therefore only write its
 // results to its own variables on success paths it can repeat. Its error
 // goes through mapErr.
-func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+func (db *DB) inTx(ctx context.Context, op string, opts pgx.TxOptions, fn func(tx pgx.Tx) error) (err error) {
+	if db.obs != nil {
+		defer func(start time.Time) { db.obs.ObserveTx(op, time.Since(start), err) }(time.Now())
+	}
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, db.pool, opts, fn)
+		err = pgx.BeginTxFunc(ctx, db.pool, opts, fn)
 		if err == nil {
 			return nil
 		}
@@ -248,4 +264,27 @@ func nullable(t time.Time) any {
 		return nil
 	}
 	return t
+}
+
+var _ store.MigrationChecker = (*DB)(nil)
+
+// PendingMigrations is the number of embedded migrations newer than the
+// database's schema version (read without goose's lock, so it never waits
+// for a migrating process). Errors: ErrUnavailable.
+func (db *DB) PendingMigrations(ctx context.Context) (int, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	sdb := stdlib.OpenDBFromPool(db.pool)
+	defer sdb.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sdb, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return 0, mapErr("migrations", err)
+	}
+	return int(max(target-current, 0)), nil
 }

@@ -201,3 +201,7 @@ const (
 
 	selectHead = `SELECT last_seq, last_received_at FROM projects WHERE id = ?`
 )
+
+// vacuumInto writes a snapshot of the database to the file named by ?
+// (Backup).
+const vacuumInto = `VACUUM INTO ?`

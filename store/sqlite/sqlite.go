@@ -54,6 +54,9 @@ type Options struct {
 	// for its checkpoint when fewer than CheckpointEvents appends arrive;
 	// 0 means 2s. Tests set it low.
 	CheckpointIdle time.Duration
+	// Observer, when set, is told the duration of every write transaction
+	// and each group commit's size (metrics); nil observes nothing.
+	Observer store.Observer
 }
 
 // MaxBatchLimit is the largest Options.MaxBatch: the append queue holds
@@ -72,6 +75,7 @@ type DB struct {
 	ckDone   chan struct{}
 	logger   *slog.Logger
 	maxBatch int
+	obs      store.Observer // Options.Observer; nil observes nothing
 
 	// wmu is held by the writer for each batch, by registry writes that
 	// invalidate ws, by checkExternal, and by checkpointLoop's catch-up
@@ -210,6 +214,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		ws:       newWState(),
 		ckEvents: int64(opts.CheckpointEvents),
 		ckIdle:   opts.CheckpointIdle,
+		obs:      opts.Observer,
 	}
 	db.ws.external = db.tokens.invalidate
 	db.ws.threadEvery = int64(opts.ThreadIndexEvery)
@@ -361,7 +366,10 @@ var ErrCheckpointFailing = errors.New("sqlite: the WAL checkpoint is failing; th
 
 // writeTx runs fn in one transaction on the writer connection; its error
 // goes through mapErr.
-func (db *DB) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (db *DB) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) (err error) {
+	if db.obs != nil {
+		defer func(start time.Time) { db.obs.ObserveTx(op, time.Since(start), err) }(time.Now())
+	}
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return mapErr(op, err)
@@ -485,4 +493,25 @@ func prepare(ctx context.Context, w *sql.DB) (map[string]*sql.Stmt, error) {
 		st[q] = s
 	}
 	return st, nil
+}
+
+var _ store.MigrationChecker = (*DB)(nil)
+
+// PendingMigrations is the number of embedded migrations newer than the
+// database's schema version, read on the query-only pool (it never waits
+// for the writer). Errors: ErrUnavailable.
+func (db *DB) PendingMigrations(ctx context.Context) (int, error) {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db.r, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return 0, mapErr("migrations", err)
+	}
+	return int(max(target-current, 0)), nil
 }

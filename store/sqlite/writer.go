@@ -143,11 +143,13 @@ type batch struct {
 	forget bool  // a job failed with a driver error: re-read ws after the batch
 	failed bool  // the transaction failed; every job has been answered
 	cause  error // the answer to every job after the failure
+	start  time.Time
 }
 
 func (db *DB) beginBatch() *batch {
 	b := &batch{db: db, jobs: make([]*job, 0, lingerBatch), errs: make([]error, 0, lingerBatch)}
-	b.begin(time.Now())
+	b.start = time.Now()
+	b.begin(b.start)
 	return b
 }
 
@@ -198,6 +200,7 @@ func (b *batch) fail(err error) {
 	b.db.ws.reset()
 	b.db.logger.Error("sqlite group commit failed", "batch", len(b.jobs), "err", err)
 	b.failed, b.cause = true, mapErr("commit", err)
+	b.observe(b.cause)
 	for i, j := range b.jobs {
 		if b.errs[i] == nil {
 			b.errs[i] = b.cause
@@ -299,11 +302,21 @@ func (b *batch) commit() {
 		return
 	}
 	db.sinceCheckpoint.Add(int64(len(b.jobs)))
+	b.observe(nil)
 	if b.forget {
 		db.ws.reset()
 	}
 	for i, j := range b.jobs {
 		j.done <- b.errs[i]
+	}
+}
+
+// observe tells the store's Observer of the batch's transaction.
+func (b *batch) observe(err error) {
+	if obs := b.db.obs; obs != nil {
+		d := time.Since(b.start)
+		obs.ObserveGroupCommit(len(b.jobs), d, err)
+		obs.ObserveTx("append", d, err)
 	}
 }
 
