@@ -95,8 +95,16 @@ func (h *Hub) deny(ctx context.Context, projectID string, subs []store.Subscript
 	if len(subs) == 0 {
 		return nil
 	}
+	// Serialized, and each subscription re-read first, so that the
+	// revoke hook and the periodic check, both seeing one subscription,
+	// send one notice.
+	h.denyMu.Lock()
+	defer h.denyMu.Unlock()
 	var errs []error
 	for _, s := range subs {
+		if _, err := h.st.Subscription(ctx, projectID, s.ID); errors.Is(err, store.ErrNotFound) {
+			continue // already ended
+		}
 		if err := h.st.RemoveSubscription(ctx, projectID, s.ID); err != nil {
 			errs = append(errs, err)
 			continue

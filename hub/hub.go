@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -127,6 +128,7 @@ type Hub struct {
 	client *http.Client
 	public string
 
+	denyMu  sync.Mutex    // one deny at a time (deny.go)
 	wake    chan struct{} // a verification was added
 	denials chan denial   // denial notices to send (DenyRevoked)
 }
