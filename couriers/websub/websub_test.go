@@ -168,6 +168,13 @@ func TestSubscribeAndReceive(t *testing.T) {
 		atomTopic, jsonTopic := w.topic("repo-a", hub.FormatAtom), w.topic("repo-a", hub.FormatJSON)
 		f.subscribe(t, atomTopic)
 		f.subscribe(t, jsonTopic)
+		// The hub stores a subscription after the callback answered its
+		// verification, so Wait can return a moment before; a record
+		// appended in between is (rightly) not this subscription's.
+		waitFor(t, "both subscriptions stored", func() bool {
+			subs, _ := w.st.Subscriptions(context.Background(), w.pid)
+			return len(subs) == 2
+		})
 		var want []string
 		for i := range 6 {
 			want = append(want, w.post("repo-a"))
