@@ -134,7 +134,8 @@ type Runner struct {
 	opt     Options
 	log     *slog.Logger
 
-	refresh chan string // project ids whose targets changed
+	refresh  chan string     // project ids whose targets changed
+	advances chan advanceReq // cursor writes for the committer
 	sem     chan struct{}
 
 	hostMu sync.Mutex
@@ -146,7 +147,7 @@ type Runner struct {
 
 	mu       sync.Mutex // guards projects, inflight and lastErr (the scheduler writes, Status reads)
 	projects map[string]*project
-	inflight map[string]bool // project\x00target: a worker runs (under any fence)
+	inflight map[targetKey]bool // a worker runs for it (under any fence)
 	lastErr  string
 }
 
@@ -202,7 +203,8 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	}
 	return &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
-		hosts: map[string]chan struct{}{}, projects: map[string]*project{}, inflight: map[string]bool{}}
+		hosts: map[string]chan struct{}{}, projects: map[string]*project{}, inflight: map[targetKey]bool{},
+		advances: make(chan advanceReq, 2*opt.Concurrency)}
 }
 
 // Refresh tells the Runner that a project's targets changed (a WebSub
@@ -247,6 +249,9 @@ func (r *Runner) Status() Status {
 	return s
 }
 
+// targetKey names one target of one project.
+type targetKey struct{ project, target string }
+
 // result is what a delivery worker reports to the scheduler.
 type result struct {
 	projectID string
@@ -277,6 +282,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	keeper.Go(func() { r.keepLeases(kctx, want, updates) })
 	results := make(chan result, 64)
 	var workers sync.WaitGroup
+	stopCommit := make(chan struct{})
+	var committer sync.WaitGroup
+	committer.Go(func() { r.commitCursors(stopCommit) })
 	defer func() {
 		r.mu.Lock()
 		for _, p := range r.projects {
@@ -284,7 +292,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.projects = map[string]*project{}
 		r.mu.Unlock()
-		workers.Wait()
+		workers.Wait() // they may wait on the committer, which runs until now
+		close(stopCommit)
+		committer.Wait()
 		stopKeeper()
 		keeper.Wait() // it releases the leases
 	}()
@@ -293,6 +303,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer refresh.Stop()
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
+	var dirty map[string]bool // projects named by Refresh, reloaded when dirtyTimer fires
+	dirtyTimer := time.NewTimer(time.Hour)
+	dirtyTimer.Stop()
+	defer dirtyTimer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -316,17 +330,28 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 			}
 		case id := <-r.refresh:
-			r.mu.Lock()
-			p := r.projects[id]
-			r.mu.Unlock()
-			if p == nil {
-				select {
-				case want <- wantReq{id: id, refresh: true}:
-				default:
-				}
-			} else {
-				r.load(ctx, id, p)
+			// Coalesced: many Refresh calls (a burst of verified
+			// subscriptions) reload each project once per short interval.
+			if dirty == nil {
+				dirty = map[string]bool{}
+				dirtyTimer.Reset(refreshDebounce)
 			}
+			dirty[id] = true
+		case <-dirtyTimer.C:
+			for id := range dirty {
+				r.mu.Lock()
+				p := r.projects[id]
+				r.mu.Unlock()
+				if p == nil {
+					select {
+					case want <- wantReq{id: id, refresh: true}:
+					default:
+					}
+				} else {
+					r.load(ctx, id, p)
+				}
+			}
+			dirty = nil
 		case <-refresh.C:
 			r.mu.Lock()
 			ids := make([]string, 0, len(r.projects))
@@ -450,8 +475,11 @@ func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *s
 			continue
 		}
 		for _, t := range p.targets {
-			key := id + "\x00" + t.t.ID
-			if r.inflight[key] || t.cursor >= p.head {
+			if t.cursor >= p.head {
+				continue
+			}
+			key := targetKey{id, t.t.ID}
+			if r.inflight[key] {
 				continue
 			}
 			if now.Before(t.notBefore) {
@@ -472,7 +500,7 @@ func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *s
 func (r *Runner) applyResult(ctx context.Context, res result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.inflight, res.projectID+"\x00"+res.target)
+	delete(r.inflight, targetKey{res.projectID, res.target})
 	p := r.projects[res.projectID]
 	if p == nil || p.lease.Fence != res.fence {
 		return // the lease it ran under is gone
@@ -589,13 +617,73 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 		// What was delivered is recorded even when the project stopped
 		// during the delivery; the fence refuses it if the lease is gone.
 		next := recs[len(recs)-1].ReceivedSeq
-		actx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
-		err = r.st.AdvanceCursor(actx, w.lease, w.target.ID, next)
-		cancel()
-		if err != nil {
+		done := make(chan error, 1)
+		r.advances <- advanceReq{lease: w.lease, target: w.target.ID, seq: next, done: done}
+		if err := <-done; err != nil {
 			return cursor, 0, err
 		}
 		cursor = next
+	}
+}
+
+// refreshDebounce is how long Refresh calls are gathered before the
+// projects they name are reloaded.
+const refreshDebounce = 50 * time.Millisecond
+
+// advanceReq is one cursor write a worker waits for.
+type advanceReq struct {
+	lease  store.Lease
+	target string
+	seq    int64
+	done   chan error
+}
+
+// commitCursors writes the cursors of finished deliveries: every request
+// queued while a write is in flight goes into the next one, one
+// transaction per (project, fence) — like the log's group commit, so a
+// fan-out to many targets costs a few syncs, not one per delivery. It
+// runs until stop is closed (after every worker has returned).
+func (r *Runner) commitCursors(stop <-chan struct{}) {
+	for {
+		var batch []advanceReq
+		select {
+		case <-stop:
+			return
+		case req := <-r.advances:
+			batch = append(batch, req)
+		}
+	gather:
+		for len(batch) < 1024 {
+			select {
+			case req := <-r.advances:
+				batch = append(batch, req)
+			default:
+				break gather
+			}
+		}
+		groups := map[store.Lease][]int{}
+		var order []store.Lease
+		for i, req := range batch {
+			if _, ok := groups[req.lease]; !ok {
+				order = append(order, req.lease)
+			}
+			groups[req.lease] = append(groups[req.lease], i)
+		}
+		for _, l := range order {
+			idx := groups[l]
+			adv := make([]store.CursorAdvance, len(idx))
+			for j, i := range idx {
+				adv[j] = store.CursorAdvance{Target: batch[i].target, ReceivedSeq: batch[i].seq}
+			}
+			// What was delivered is recorded even while the runner stops;
+			// the fence refuses it if the lease is gone.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.st.AdvanceCursors(ctx, l, adv)
+			cancel()
+			for _, i := range idx {
+				batch[i].done <- err
+			}
+		}
 	}
 }
 

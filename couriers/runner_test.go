@@ -383,6 +383,10 @@ func (f *faultyStore) AdvanceCursor(ctx context.Context, l store.Lease, target s
 	f.writes.Add(1)
 	return f.Store.AdvanceCursor(ctx, l, target, seq)
 }
+func (f *faultyStore) AdvanceCursors(ctx context.Context, l store.Lease, adv []store.CursorAdvance) error {
+	f.writes.Add(1)
+	return f.Store.AdvanceCursors(ctx, l, adv)
+}
 func (f *faultyStore) RecordFailure(ctx context.Context, l store.Lease, target string, d time.Duration, msg string) (store.TargetState, error) {
 	f.writes.Add(1)
 	return f.Store.RecordFailure(ctx, l, target, d, msg)

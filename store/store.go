@@ -404,6 +404,12 @@ type TargetState struct {
 	LastError string
 }
 
+// CursorAdvance is one target's new cursor (AdvanceCursors).
+type CursorAdvance struct {
+	Target      string
+	ReceivedSeq int64
+}
+
 // Couriers keeps what couriers (export, WebSub, Matrix, federation) need
 // to deliver each project's records at least once, in order, with stable
 // ids, across several relay processes (DESIGN.md "Couriers"): a fenced
@@ -444,6 +450,13 @@ type Couriers interface {
 	// its failures, only while lease is live with its holder and fence.
 	// Errors: ErrLeaseLost, ErrUnavailable.
 	AdvanceCursor(ctx context.Context, lease Lease, target string, seq int64) error
+
+	// AdvanceCursors is AdvanceCursor for several targets of lease's
+	// project in one write transaction (the runner commits the cursors of
+	// deliveries that finish together at once: one sync, not one per
+	// delivery). A target listed twice takes its highest seq. Errors:
+	// ErrLeaseLost (nothing is written), ErrUnavailable.
+	AdvanceCursors(ctx context.Context, lease Lease, advances []CursorAdvance) error
 
 	// RecordFailure counts one more failed delivery to target, due again
 	// retryIn (≥ 0) after the database clock, with a short description

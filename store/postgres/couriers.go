@@ -63,6 +63,16 @@ const (
 		    failures = 0, next_attempt_at = NULL, failing_since = NULL, last_error = ''
 		RETURNING 1`
 
+	// advanceCursors: $5 the targets, $6 their seqs (one row each); it
+	// returns how many rows it wrote, 0 when the lease is not live.
+	advanceCursors = fencedLease + `, ins AS (INSERT INTO courier_cursors AS c (courier, project_id, target, received_seq, updated_at)
+		SELECT $1, $2, a.target, a.seq, ` + nowMS + ` FROM lease, unnest($5::text[], $6::bigint[]) AS a(target, seq)
+		ON CONFLICT (courier, project_id, target) DO UPDATE
+		SET received_seq = GREATEST(c.received_seq, excluded.received_seq), updated_at = excluded.updated_at,
+		    failures = 0, next_attempt_at = NULL, failing_since = NULL, last_error = ''
+		RETURNING 1)
+		SELECT count(*) FROM ins`
+
 	// recordFailure: $6 retry in milliseconds, $7 the description.
 	recordFailure = fencedLease + `INSERT INTO courier_cursors AS c (courier, project_id, target, received_seq, updated_at,
 		    failures, next_attempt_at, failing_since, last_error)
@@ -190,6 +200,32 @@ func (db *DB) AdvanceCursor(ctx context.Context, lease store.Lease, target strin
 		return fmt.Errorf("advance cursor: %w", store.ErrLeaseLost)
 	}
 	return mapErr("advance cursor", err)
+}
+
+// AdvanceCursors moves several targets' cursors forward under lease in
+// one statement. Errors: store.ErrLeaseLost, store.ErrUnavailable.
+func (db *DB) AdvanceCursors(ctx context.Context, lease store.Lease, advances []store.CursorAdvance) error {
+	if len(advances) == 0 {
+		return nil
+	}
+	best := make(map[string]int64, len(advances))
+	for _, a := range advances {
+		if a.ReceivedSeq < 0 {
+			return fmt.Errorf("advance cursors: negative received_seq %d", a.ReceivedSeq)
+		}
+		best[a.Target] = max(best[a.Target], a.ReceivedSeq)
+	}
+	targets := make([]string, 0, len(best))
+	seqs := make([]int64, 0, len(best))
+	for t, s := range best {
+		targets, seqs = append(targets, t), append(seqs, s)
+	}
+	var n int
+	err := db.pool.QueryRow(ctx, advanceCursors, lease.Courier, lease.ProjectID, lease.Holder, lease.Fence, targets, seqs).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && n == 0) {
+		return fmt.Errorf("advance cursors: %w", store.ErrLeaseLost)
+	}
+	return mapErr("advance cursors", err)
 }
 
 // RecordFailure counts a failed delivery under lease. Errors:

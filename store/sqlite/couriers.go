@@ -242,6 +242,27 @@ func (db *DB) AdvanceCursor(ctx context.Context, lease store.Lease, target strin
 	})
 }
 
+// AdvanceCursors moves several targets' cursors forward under lease in
+// one write transaction. Errors: store.ErrLeaseLost, store.ErrUnavailable.
+func (db *DB) AdvanceCursors(ctx context.Context, lease store.Lease, advances []store.CursorAdvance) error {
+	for _, a := range advances {
+		if a.ReceivedSeq < 0 {
+			return fmt.Errorf("advance cursors: negative received_seq %d", a.ReceivedSeq)
+		}
+	}
+	if len(advances) == 0 {
+		return nil
+	}
+	return db.fenced(ctx, "advance cursors", lease, func(tx *sql.Tx) error {
+		for _, a := range advances {
+			if _, err := tx.ExecContext(ctx, advanceCursor, lease.Courier, lease.ProjectID, a.Target, a.ReceivedSeq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // RecordFailure counts a failed delivery under lease. Errors:
 // store.ErrLeaseLost, store.ErrUnavailable.
 func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target string, retryIn time.Duration, lastError string) (store.TargetState, error) {

@@ -94,6 +94,18 @@ func testCourierCursors(t *testing.T, s store.Store) {
 	if got := cursor("websub", pid, "https://a.example/cb"); got != 10 {
 		t.Fatalf("after refused advances: cursor %d, want 10", got)
 	}
+	// Several targets in one write; a target listed twice takes its
+	// highest seq; nothing is written under a stale lease.
+	if err := s.AdvanceCursors(ctx, wb, []store.CursorAdvance{{Target: "https://a.example/cb", ReceivedSeq: 11}, {Target: "https://c.example/cb", ReceivedSeq: 4}, {Target: "https://c.example/cb", ReceivedSeq: 6}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cursor("websub", pid, "https://c.example/cb"); got != 6 {
+		t.Fatalf("batch advance: cursor c %d, want 6", got)
+	}
+	wantErr(t, "batch advance under the old lease", s.AdvanceCursors(ctx, ws, []store.CursorAdvance{{Target: "https://c.example/cb", ReceivedSeq: 9}}), store.ErrLeaseLost)
+	if got := cursor("websub", pid, "https://c.example/cb"); got != 6 {
+		t.Fatalf("after a refused batch: cursor c %d, want 6", got)
+	}
 	advance(wb, "https://a.example/cb", 12)
 	if got := cursor("websub", pid, "https://a.example/cb"); got != 12 {
 		t.Fatalf("new holder's advance: cursor %d, want 12", got)
