@@ -136,7 +136,7 @@ type Runner struct {
 
 	refresh  chan string     // project ids whose targets changed
 	advances chan advanceReq // cursor writes for the committer
-	sem     chan struct{}
+	sem      chan struct{}
 
 	hostMu sync.Mutex
 	hosts  map[string]chan struct{}
