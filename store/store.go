@@ -568,5 +568,6 @@ type Store interface {
 	FeedTokens
 	Archives
 	Matrix
+	Federation
 	Close() error
 }
