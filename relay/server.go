@@ -55,6 +55,10 @@ type Config struct {
 	// Matrix makes and removes Matrix bindings (relay/appservice.go); nil
 	// when no homeserver is configured (the binding routes answer 404).
 	Matrix MatrixBinder
+	// Peers runs the federation peer links (relay/peers.go); nil leaves
+	// the callback route answering 404, and links made through the admin
+	// routes start at the next serve.
+	Peers PeerLinks
 }
 
 // Server serves the HTTP surface over one store.
