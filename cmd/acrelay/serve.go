@@ -48,7 +48,8 @@ type serveConfig struct {
 	WebSubGiveUp       time.Duration
 	WebSubAllowHosts   string // comma-separated
 
-	Matrix matrixConfig
+	Matrix     matrixConfig
+	Federation federationConfig // cmd/acrelay/peer_cmd.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -93,6 +94,7 @@ func newServeCmd() *cobra.Command {
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
+	addFederationFlags(cmd, fs, &cfg.Federation)
 	return cmd
 }
 
@@ -234,14 +236,16 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger,
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
+	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger)
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
-		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil()})
+		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(), Peers: fed})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
+	wg.Go(func() { _ = fed.Run(bg) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}
