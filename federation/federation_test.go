@@ -57,9 +57,7 @@ func TestTwoRelaysConverge(t *testing.T) {
 	b.peer(pid, a, readA, "")
 
 	const n = 40
-	var wg sync.WaitGroup
-	var mu sync.Mutex // Signer hands out session_seq; one goroutine per signer
-	_ = &mu
+	var wg sync.WaitGroup // one goroutine per signer: a Signer hands out session_seq
 	wg.Go(func() {
 		for i := range n {
 			_, raw := sa.Event(t, storetest.Spec{RepositoryID: fmt.Sprintf("repo-%d", i%3), Summary: "from A"})
