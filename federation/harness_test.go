@@ -72,6 +72,9 @@ func openStore(t *testing.T, kind, path string) store.Store {
 		}
 		return db
 	}
+	if path == "" {
+		path = tempDB(t, "relay")
+	}
 	db, err := sqlite.Open(ctx, path, log)
 	if err != nil {
 		t.Fatal(err)
