@@ -48,8 +48,10 @@ func (t Topic) URL(publicURL string) string {
 	b.WriteString(path)
 	b.WriteString("?project_id=")
 	b.WriteString(url.QueryEscape(t.ProjectID))
-	b.WriteString("&repository_id=")
-	b.WriteString(url.QueryEscape(t.RepositoryID))
+	if t.RepositoryID != "" { // "" is the project-wide JSON topic (federation)
+		b.WriteString("&repository_id=")
+		b.WriteString(url.QueryEscape(t.RepositoryID))
+	}
 	if t.ThreadID != "" {
 		b.WriteString("&thread_id=")
 		b.WriteString(url.QueryEscape(t.ThreadID))
@@ -61,7 +63,9 @@ func (t Topic) URL(publicURL string) string {
 // slash): the same scheme, host and path prefix, one of the two topic
 // paths, and exactly the parameters project_id (a UUID), repository_id
 // and optionally thread_id (opaque ids, spec §3), each once, in any order
-// and any percent-encoding: "%41" and "A" name one topic. Errors: ErrTopic.
+// and any percent-encoding: "%41" and "A" name one topic. The JSON path
+// with project_id alone is the project-wide topic (RepositoryID ""), which
+// federation peer links subscribe to. Errors: ErrTopic.
 func ParseTopic(publicURL, raw string) (Topic, error) {
 	base, err := url.Parse(strings.TrimRight(publicURL, "/"))
 	if err != nil {
@@ -75,6 +79,7 @@ func ParseTopic(publicURL, raw string) (Topic, error) {
 		return Topic{}, ErrTopic
 	}
 	var t Topic
+	hasRepo := false
 	switch u.Path {
 	case base.Path + TopicPathAtom:
 		t.Format = FormatAtom
@@ -95,7 +100,7 @@ func ParseTopic(publicURL, raw string) (Topic, error) {
 		case "project_id":
 			t.ProjectID = v[0]
 		case "repository_id":
-			t.RepositoryID = v[0]
+			t.RepositoryID, hasRepo = v[0], true
 		case "thread_id":
 			t.ThreadID = v[0]
 			if t.ThreadID == "" {
@@ -104,6 +109,9 @@ func ParseTopic(publicURL, raw string) (Topic, error) {
 		default:
 			return Topic{}, ErrTopic
 		}
+	}
+	if !hasRepo && t.Format == FormatJSON && t.ThreadID == "" && correspondence.ValidUUID(t.ProjectID) {
+		return t, nil // the project-wide JSON topic: every repository (federation)
 	}
 	if !correspondence.ValidUUID(t.ProjectID) || !correspondence.ValidOpaqueID(t.RepositoryID) ||
 		(t.ThreadID != "" && !correspondence.ValidOpaqueID(t.ThreadID)) {

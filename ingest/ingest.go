@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
@@ -89,6 +90,13 @@ type Result struct {
 // the package documentation. An exact retry of a stored event returns the
 // original record with Created false.
 func (in *Ingester) Append(ctx context.Context, projectID string, raw []byte) (Result, error) {
+	return in.append(ctx, projectID, raw, func(ev *correspondence.Event, canonical []byte) (store.AppendResult, error) {
+		return in.st.Append(ctx, ev, canonical)
+	})
+}
+
+func (in *Ingester) append(ctx context.Context, projectID string, raw []byte,
+	appendFn func(ev *correspondence.Event, canonical []byte) (store.AppendResult, error)) (Result, error) {
 	if len(raw) > MaxEventBytes {
 		return Result{}, ErrEventTooLarge
 	}
@@ -106,7 +114,7 @@ func (in *Ingester) Append(ctx context.Context, projectID string, raw []byte) (R
 	if err != nil {
 		return Result{}, fmt.Errorf("canonicalize %s: %w", ev.ID, err)
 	}
-	res, err := in.st.Append(ctx, ev, canonical)
+	res, err := appendFn(ev, canonical)
 	if err != nil {
 		if errors.Is(err, store.ErrUnavailable) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
 			return Result{}, fmt.Errorf("append %s: %w: %w", ev.ID, ErrAppendUnavailable, err)
@@ -114,6 +122,36 @@ func (in *Ingester) Append(ctx context.Context, projectID string, raw []byte) (R
 		return Result{}, fmt.Errorf("append %s: %w", ev.ID, err)
 	}
 	return Result{AppendResult: res, Event: ev}, nil
+}
+
+// ForeignStore is what AppendForeign needs beyond Store: the append of a
+// foreign record under the key-at-time rule. store.Store satisfies it.
+type ForeignStore interface {
+	// AppendAt is store.Federation.AppendAt.
+	AppendAt(ctx context.Context, ev *correspondence.Event, canonical []byte, at time.Time) (store.AppendResult, error)
+}
+
+var _ ForeignStore = store.Store(nil)
+
+// ErrForeignUnsupported: the Ingester's store cannot append foreign
+// records (it is not a ForeignStore).
+var ErrForeignUnsupported = errors.New("store cannot append foreign records")
+
+// AppendForeign is Append for a record a federation peer served
+// (spec/federation.md): the same checks in the same order, except that the
+// sender identity and key need only have been active at remoteReceivedAt,
+// the remote's receipt time of the record, as the imported registry's
+// change times show ("Revoked keys"). The record gets this relay's own
+// receipt; remoteReceivedAt is never stored. Errors as Append, and
+// ErrForeignUnsupported.
+func (in *Ingester) AppendForeign(ctx context.Context, projectID string, raw []byte, remoteReceivedAt time.Time) (Result, error) {
+	fs, ok := in.st.(ForeignStore)
+	if !ok {
+		return Result{}, ErrForeignUnsupported
+	}
+	return in.append(ctx, projectID, raw, func(ev *correspondence.Event, canonical []byte) (store.AppendResult, error) {
+		return fs.AppendAt(ctx, ev, canonical, remoteReceivedAt)
+	})
 }
 
 // verifySender checks that the signing key belongs to the sender identity

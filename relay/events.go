@@ -232,7 +232,12 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 		return
 	}
 	repo, thread, err := repoSelection(q)
-	if err != nil {
+	_, hasThread := q["thread_id"]
+	// A project-wide replay names project_id and no repository; a read
+	// naming neither stays 400 repository_id_required (spec §9).
+	_, hasProject := q["project_id"]
+	projectWide := errors.Is(err, errRepositoryIDRequired) && !hasThread && hasProject && fixed != mediaAtom // relay/project_events.go
+	if err != nil && !projectWide {
 		s.writeError(w, r, err)
 		return
 	}
@@ -253,6 +258,15 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 			s.writeError(w, r, errNotAcceptable)
 			return
 		}
+	}
+	if projectWide {
+		if media != mediaVendorJSON && media != mediaJSON {
+			s.writeError(w, r, errRepositoryIDRequired)
+			return
+		}
+		s.serveProjectEvents(w, r, eventsRead{sel: store.Selection{ProjectID: pid}, after: after, afterStr: afterStr,
+			limit: limit, limitStr: q["limit"], media: media, topic: fixed != "", projectParam: q["project_id"] != ""})
+		return
 	}
 	s.serveEvents(w, r, eventsRead{
 		sel: store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}, after: after, afterStr: afterStr,

@@ -41,6 +41,9 @@ func (s *Server) Handler() http.Handler {
 	// A feed capability is in the path and is never a bearer token, so its
 	// GET is outside the bearer check.
 	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
+	// A peer link's WebSub callback: the hub sends no bearer; the link
+	// checks the challenge and each delivery's HMAC (relay/peers.go).
+	m.HandleFunc(CallbackPath+"{peer_id}", s.handleFederationCallback).Methods("GET", "POST")
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 
 	// Live web view (relay/ui.go): a session cookie from the sign-in form,
@@ -69,6 +72,7 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/correspondence/events.atom", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaAtom) }).Methods("GET", "HEAD").Name(routePublicRead + " atom")
 	api.HandleFunc("/v1/correspondence/events.json", func(w http.ResponseWriter, r *http.Request) { s.handleEventsGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD").Name(routePublicRead + " json")
 	api.HandleFunc("/v1/correspondence/archives/{k:[0-9]+}.atom", s.handleArchive).Methods("GET", "HEAD").Name(routePublicRead + " archive")
+	api.HandleFunc("/v1/correspondence/keys", s.handleKeysGet).Methods("GET", "HEAD").Name(routePublicRead + " keys")
 	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD").Name(routePublicRead + " claims")
 	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD").Name(routePublicRead + " voice")
 	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
@@ -99,6 +103,9 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/admin/identities/{identity_id}/deactivate", s.handleIdentityDeactivate).Methods("POST")
 	api.HandleFunc("/v1/admin/keys/{signing_key_id}/revoke", s.handleKeyRevoke).Methods("POST")
 	api.HandleFunc("/v1/admin/tokens/{token_id}", s.handleTokenRevoke).Methods("DELETE")
+	api.HandleFunc("/v1/admin/projects/{project_id}/peers", s.handlePeerCreate).Methods("POST")
+	api.HandleFunc("/v1/admin/projects/{project_id}/peers", s.handlePeerList).Methods("GET", "HEAD")
+	api.HandleFunc("/v1/admin/projects/{project_id}/peers/{peer_id}", s.handlePeerRemove).Methods("DELETE")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBind).Methods("POST")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBindings).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings/{binding_id}", s.handleMatrixUnbind).Methods("DELETE")

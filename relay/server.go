@@ -65,6 +65,10 @@ type Config struct {
 	MetricsHandler http.Handler
 	// Couriers, when set, returns each courier's progress for GET /readyz.
 	Couriers func() []couriers.Status
+	// Peers runs the federation peer links (relay/peers.go); nil leaves
+	// the callback route answering 404, and links made through the admin
+	// routes start at the next serve.
+	Peers PeerLinks
 }
 
 // Server serves the HTTP surface over one store.

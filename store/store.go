@@ -581,5 +581,6 @@ type Store interface {
 	FeedTokens
 	Archives
 	Matrix
+	Federation
 	Close() error
 }

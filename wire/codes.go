@@ -90,6 +90,11 @@ const (
 	CodeHubSecretInvalid       = "hub_secret_invalid"        // 400: hub.secret of 200 bytes or more
 	CodeHubParameterRepeated   = "hub_parameter_repeated"    // 400: a hub.* parameter given twice
 
+	// Federation peer links, /v1/admin/projects/{project_id}/peers
+	// (spec/federation.md).
+	CodeRemoteURLInvalid = "remote_url_invalid" // 400: remote_url is not an absolute http(s) URL without userinfo, query or fragment
+	CodeTokenRequired    = "token_required"     // 400: token (the remote's read capability) is missing
+
 	// The relay itself.
 	CodeInternalError    = "internal_error"    // 500
 	CodeRequestCancelled = "request_cancelled" // 503: the request ended first

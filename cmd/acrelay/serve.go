@@ -51,7 +51,8 @@ type serveConfig struct {
 	WebSubAllowHosts   string   // comma-separated
 	WebSubPublishHubs  []string // external hubs told of public topics' new content
 
-	Matrix matrixConfig
+	Matrix     matrixConfig
+	Federation federationConfig // cmd/acrelay/peer_cmd.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -104,6 +105,7 @@ keeps only its hash, which later starts use.`,
 	addConfigFlag(cmd)
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
 	addMatrixFlags(fs, &cfg.Matrix)
+	addFederationFlags(cmd, fs, &cfg.Federation)
 	return cmd
 }
 
@@ -259,15 +261,17 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
+	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger)
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
-		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners)})
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
+	wg.Go(func() { _ = fed.Run(bg) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}

@@ -147,7 +147,8 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 	}
 	var entries []store.Record
 	for _, r := range recs {
-		if r.RepositoryID == sub.RepositoryID && (sub.ThreadID == "" || r.ThreadID == sub.ThreadID) {
+		// RepositoryID "" is the project-wide topic (federation).
+		if (sub.RepositoryID == "" || r.RepositoryID == sub.RepositoryID) && (sub.ThreadID == "" || r.ThreadID == sub.ThreadID) {
 			entries = append(entries, r)
 		}
 	}

@@ -45,6 +45,9 @@ type appendInput struct {
 	paths     []string // scope.paths as signed, never nil
 	node      correspondence.LineageNode
 	isClaim   bool
+	// activeAt, when set, is a foreign record's remote receipt time
+	// (AppendAt): the sender must have been active then, not now.
+	activeAt time.Time
 }
 
 func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResult, error) {
@@ -56,13 +59,14 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 	var idStatus, keyStatus *string
 	var stored []byte
 	var incomplete bool
+	var deactivatedAt, revokedAt *time.Time
 	b := &pgx.Batch{}
 	b.Queue(lockStreamSQL, streamLockKey(ev.ProjectID))
 	b.Queue(selectAppendState, ev.ProjectID, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ID).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				found = true
-				if err := rows.Scan(&idStatus, &keyStatus, &stored, &incomplete); err != nil {
+				if err := rows.Scan(&idStatus, &keyStatus, &stored, &incomplete, &deactivatedAt, &revokedAt); err != nil {
 					return err
 				}
 			}
@@ -76,7 +80,7 @@ func appendTx(ctx context.Context, tx pgx.Tx, in appendInput) (store.AppendResul
 	}
 	// An exact retry is answered with the original receipt even after the
 	// key or identity stopped being active: it adds no new event (spec §7).
-	if stored == nil && (idStatus == nil || keyStatus == nil || *idStatus != store.StatusActive || *keyStatus != store.StatusActive) {
+	if stored == nil && !senderActive(in.activeAt, idStatus, keyStatus, deactivatedAt, revokedAt) {
 		return store.AppendResult{}, store.ErrSenderNotActive
 	}
 	if stored != nil {

@@ -20,7 +20,7 @@ const (
 		SELECT $1, p.id, $3, $4, ` + nowMS + ` FROM projects p WHERE p.id = $2
 		RETURNING created_at`
 	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE project_id = $1 AND id = $2`
-	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE project_id = $1 AND id = $2
+	deactivateIdentity = `UPDATE identities SET status = 'inactive', deactivated_at = coalesce(deactivated_at, ` + nowMS + `) WHERE project_id = $1 AND id = $2
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = $1 AND status = 'active' AND id > $2 ORDER BY id LIMIT $3`
@@ -34,7 +34,7 @@ const (
 		WHERE i.project_id = $3 AND i.id = $2
 		RETURNING project_id, created_at`
 	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = $1 AND id = $2`
-	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = $1 AND id = $2
+	revokeKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = coalesce(revoked_at, ` + nowMS + `) WHERE project_id = $1 AND id = $2
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
 	listKeys = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys
 		WHERE project_id = $1 AND identity_id = $2 AND id > $3 ORDER BY id LIMIT $4`
@@ -62,13 +62,15 @@ const (
 	// key (NULL when the key is not a key of that identity in the project),
 	// the bytes already stored under the event id (NULL when new), and the
 	// lineage_incomplete flag (false means the ready frontier is empty).
-	selectAppendState = `SELECT s.identity_status, s.key_status, e.canonical, p.lineage_incomplete
+	// The change times (deactivated_at, revoked_at) serve AppendAt.
+	selectAppendState = `SELECT s.identity_status, s.key_status, e.canonical, p.lineage_incomplete,
+		s.deactivated_at, s.revoked_at
 		FROM projects p
 		LEFT JOIN LATERAL (
-			SELECT i.status, k.status FROM signing_keys k
+			SELECT i.status, k.status, i.deactivated_at, k.revoked_at FROM signing_keys k
 			JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
 			WHERE k.id = $2 AND k.identity_id = $3 AND k.project_id = p.id AND i.project_id = p.id
-		) s (identity_status, key_status) ON true
+		) s (identity_status, key_status, deactivated_at, revoked_at) ON true
 		LEFT JOIN events e ON e.project_id = p.id AND e.event_id = $4
 		WHERE p.id = $1`
 

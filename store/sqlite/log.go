@@ -55,6 +55,9 @@ type appendInput struct {
 	paths     string // JSON array of scope.paths
 	node      correspondence.LineageNode
 	isClaim   bool
+	// activeAt, when set, is a foreign record's remote receipt time
+	// (AppendAt): the sender must have been active then, not now.
+	activeAt time.Time
 }
 
 func newAppendInput(ev *correspondence.Event, canonical []byte) (appendInput, error) {
@@ -72,12 +75,19 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 	sender := senderKey{ev.ProjectID, ev.Sender.SigningKeyID, ev.Sender.IdentityID}
 	if !t.ws.senderActive(sender) {
 		var idStatus, keyStatus string
-		err := t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
-			Scan(&idStatus, &keyStatus)
+		var active bool
+		var err error
+		if in.activeAt.IsZero() {
+			err = t.queryRow(selectSender, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+				Scan(&idStatus, &keyStatus)
+			active = idStatus == store.StatusActive && keyStatus == store.StatusActive
+		} else {
+			active, err = senderActiveAt(t, ev, in.activeAt)
+		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return store.AppendResult{}, err
 		}
-		if err != nil || idStatus != store.StatusActive || keyStatus != store.StatusActive {
+		if err != nil || !active {
 			// An exact retry is answered with the original receipt even after
 			// the key or identity stopped being active: it adds no new event
 			// (spec §7).
@@ -90,7 +100,9 @@ func appendTx(t *txn, in appendInput) (store.AppendResult, error) {
 			}
 			return store.AppendResult{}, store.ErrSenderNotActive
 		}
-		t.onRelease(func() { t.ws.rememberSender(sender) })
+		if in.activeAt.IsZero() {
+			t.onRelease(func() { t.ws.rememberSender(sender) })
+		}
 	}
 
 	ps, err := t.ws.project(t, ev.ProjectID)

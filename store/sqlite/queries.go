@@ -15,7 +15,7 @@ const (
 	insertIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at)
 		VALUES (?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
 	selectIdentity     = `SELECT id, project_id, display_name, status, created_at FROM identities WHERE project_id = ? AND id = ?`
-	deactivateIdentity = `UPDATE identities SET status = 'inactive' WHERE project_id = ? AND id = ?
+	deactivateIdentity = `UPDATE identities SET status = 'inactive', deactivated_at = coalesce(deactivated_at, ` + nowMS + `) WHERE project_id = ? AND id = ?
 		RETURNING id, project_id, display_name, status, created_at`
 	selectActiveIdentityIDs = `SELECT id FROM identities
 		WHERE project_id = ? AND status = 'active' AND id > ? ORDER BY id LIMIT ?`
@@ -25,7 +25,7 @@ const (
 	insertKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at)
 		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
 	selectKey = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys WHERE project_id = ? AND id = ?`
-	revokeKey = `UPDATE signing_keys SET status = 'revoked' WHERE project_id = ? AND id = ?
+	revokeKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = coalesce(revoked_at, ` + nowMS + `) WHERE project_id = ? AND id = ?
 		RETURNING id, identity_id, project_id, public_key, status, created_at`
 	listKeys = `SELECT id, identity_id, project_id, public_key, status, created_at FROM signing_keys
 		WHERE project_id = ? AND identity_id = ? AND id > ? ORDER BY id LIMIT ?`

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"websub/delete", testWebSubDelete},
 	}
 	tests = append(tests, feedTests...)
+	tests = append(tests, federationTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))

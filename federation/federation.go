@@ -1,0 +1,291 @@
+package federation
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Courier is the courier name of the federation leases and remote cursors.
+const Courier = "federation"
+
+// Defaults of Options.
+const (
+	DefaultPollInterval      = 30 * time.Second
+	DefaultIdlePollInterval  = 5 * time.Minute
+	DefaultKeysInterval      = time.Minute
+	DefaultSubscriptionLease = 24 * time.Hour
+	DefaultLeaseTTL          = 30 * time.Second
+	// MaxPagesPerRound bounds the backfill pages one round reads.
+	MaxPagesPerRound = 50
+	// MaxPageBytes bounds a page's body: 200 records of at most 64 KiB
+	// each, with room for receipts.
+	MaxPageBytes = 16 << 20
+	pageLimit    = 200
+)
+
+// Store is what a Manager needs: peer links, the registry import, the
+// leases and cursors of store.Couriers. store.Store satisfies it.
+type Store interface {
+	Peers(ctx context.Context, projectID string) ([]store.Peer, error)
+	Peer(ctx context.Context, projectID, peerID string) (store.Peer, error)
+	ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error)
+	AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]store.Lease, error)
+	ReleaseLeases(ctx context.Context, courier, holder string, projectIDs []string) error
+	TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error)
+	AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error
+	ForgetTarget(ctx context.Context, courier, projectID, target string) error
+}
+
+var _ Store = store.Store(nil)
+
+// Appender is the one ingest path for foreign records
+// (*ingest.Ingester).
+type Appender interface {
+	AppendForeign(ctx context.Context, projectID string, raw []byte, remoteReceivedAt time.Time) (ingest.Result, error)
+}
+
+// Options configure a Manager. PublicURL and Holder are required.
+type Options struct {
+	// PublicURL is this relay's public base (no trailing slash): callbacks
+	// are {PublicURL}/v1/federation/callback/{peer_id}.
+	PublicURL string
+	// Holder names this process in leases (unique per process).
+	Holder string
+	// LeaseTTL is the federation lease per project; renewed every third.
+	LeaseTTL time.Duration
+	// PollInterval: backfill while the subscription is not active.
+	PollInterval time.Duration
+	// IdlePollInterval: backfill while it is (a safety net for lost
+	// deliveries).
+	IdlePollInterval time.Duration
+	// KeysInterval: the registry's conditional poll.
+	KeysInterval time.Duration
+	// SubscriptionLease is the hub.lease_seconds asked for.
+	SubscriptionLease time.Duration
+	// HTTP sends every request to remotes; nil is a client with a 30 s
+	// timeout that never follows redirects (the token stays with the
+	// remote the operator named).
+	HTTP   *http.Client
+	Logger *slog.Logger
+}
+
+// Manager runs the peer links of the projects whose federation lease it
+// holds. Start it with Run; Refresh and ServeCallback are safe for
+// concurrent use.
+type Manager struct {
+	st   Store
+	in   Appender
+	opt  Options
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu    sync.Mutex
+	links map[string]*link // by peer id
+}
+
+// New returns a Manager. It starts no goroutines.
+func New(st Store, in Appender, opt Options) *Manager {
+	if opt.LeaseTTL <= 0 {
+		opt.LeaseTTL = DefaultLeaseTTL
+	}
+	if opt.PollInterval <= 0 {
+		opt.PollInterval = DefaultPollInterval
+	}
+	if opt.IdlePollInterval <= 0 {
+		opt.IdlePollInterval = DefaultIdlePollInterval
+	}
+	if opt.KeysInterval <= 0 {
+		opt.KeysInterval = DefaultKeysInterval
+	}
+	if opt.SubscriptionLease <= 0 {
+		opt.SubscriptionLease = DefaultSubscriptionLease
+	}
+	if opt.HTTP == nil {
+		opt.HTTP = &http.Client{Timeout: 30 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{st: st, in: in, opt: opt, log: opt.Logger.With("courier", Courier),
+		wake: make(chan struct{}, 1), links: map[string]*link{}}
+}
+
+// Refresh makes Run look at the peer links again now (a link was made or
+// removed).
+func (m *Manager) Refresh(string) {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run takes and renews the leases of the projects that have peer links and
+// runs their links until ctx ends; then it stops them and releases its
+// leases. It returns ctx's cause.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.opt.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		m.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			m.stopAll()
+			return context.Cause(ctx)
+		case <-m.wake:
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Manager) reconcile(ctx context.Context) {
+	peers, err := m.st.Peers(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("federation: list peers", "err", err)
+		}
+		return
+	}
+	var projects []string
+	seen := map[string]bool{}
+	for _, p := range peers {
+		if !seen[p.ProjectID] {
+			seen[p.ProjectID] = true
+			projects = append(projects, p.ProjectID)
+		}
+	}
+	leases := map[string]store.Lease{}
+	if len(projects) > 0 {
+		got, err := m.st.AcquireLeases(ctx, Courier, m.opt.Holder, projects, m.opt.LeaseTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("federation: leases", "err", err)
+			}
+			return
+		}
+		for _, l := range got {
+			leases[l.ProjectID] = l
+		}
+	}
+	want := map[string]store.Peer{}
+	for _, p := range peers {
+		if _, ok := leases[p.ProjectID]; ok {
+			want[p.ID] = p
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, l := range m.links {
+		p, ok := want[id]
+		lease := leases[l.peer.ProjectID]
+		if !ok || lease.Fence != l.fence() || p.Token != l.peer.Token {
+			l.stop()
+			delete(m.links, id)
+			if _, stillPeer := findPeer(peers, id); !stillPeer {
+				go m.forget(l) // the link was removed: its cursor goes too
+			}
+			continue
+		}
+		l.setLease(lease)
+	}
+	for id, p := range want {
+		if _, ok := m.links[id]; ok {
+			continue
+		}
+		l := newLink(m, p, leases[p.ProjectID])
+		m.links[id] = l
+		l.start(ctx)
+		m.log.Info("federation: link started", "project_id", p.ProjectID, "peer_id", p.ID, "remote_url", p.RemoteURL)
+	}
+}
+
+func findPeer(peers []store.Peer, id string) (store.Peer, bool) {
+	for _, p := range peers {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return store.Peer{}, false
+}
+
+func (m *Manager) forget(l *link) {
+	l.wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.unsubscribe(ctx)
+	if err := m.st.ForgetTarget(ctx, Courier, l.peer.ProjectID, l.peer.ID); err != nil {
+		m.log.Warn("federation: forget cursor", "peer_id", l.peer.ID, "err", err)
+	}
+}
+
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	var projects []string
+	for id, l := range m.links {
+		l.stop()
+		projects = append(projects, l.peer.ProjectID)
+		delete(m.links, id)
+		l.wait()
+	}
+	m.mu.Unlock()
+	if len(projects) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m.st.ReleaseLeases(ctx, Courier, m.opt.Holder, projects)
+	}
+}
+
+// ServeCallback serves the WebSub callback of peer link peerID (see
+// relay.PeerLinks). A link this process does not run: 410 Gone for a
+// delivery to a link that no longer exists (the hub drops the
+// subscription), 503 otherwise (the hub retries; backfill covers it).
+func (m *Manager) ServeCallback(w http.ResponseWriter, r *http.Request, peerID string) {
+	m.mu.Lock()
+	l := m.links[peerID]
+	m.mu.Unlock()
+	if l != nil {
+		l.sub.ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodPost {
+		peers, err := m.st.Peers(r.Context(), "")
+		if _, found := findPeer(peers, peerID); err == nil && !found {
+			w.WriteHeader(http.StatusGone)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// Status is what this process knows of a running link (LinkStatus), nil
+// when it does not run it.
+func (m *Manager) Status(peerID string) any {
+	m.mu.Lock()
+	l := m.links[peerID]
+	m.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	s := l.status()
+	return &s
+}
+
+// LinkStatus reports one running link.
+type LinkStatus struct {
+	Running      bool   `json:"running"`
+	RemoteCursor string `json:"remote_cursor"` // the remote received_seq up to which every record was handled
+	Subscription string `json:"subscription"`  // client.WebSub* state, "" before the first request
+	Stored       int64  `json:"stored"`        // records appended here
+	Duplicates   int64  `json:"duplicates"`    // records already stored (no-ops)
+	Refused      int64  `json:"refused"`       // records refused: never stored
+	KeysImported int64  `json:"keys_imported"` // registry rows that changed something here
+	LastError    string `json:"last_error,omitempty"`
+}

@@ -1,0 +1,186 @@
+package relay
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
+)
+
+// Federation peer links (spec/federation.md): the admin routes that make,
+// list and remove them, and the WebSub callback each link subscribes
+// with. The links themselves run in package federation, which cmd passes
+// in as Config.Peers.
+
+// CallbackPath prefixes the WebSub callback of a peer link:
+// {public}/v1/federation/callback/{peer_id}.
+const CallbackPath = "/v1/federation/callback/"
+
+// PeerLinks runs this relay's peer links (*federation.Manager).
+type PeerLinks interface {
+	// Refresh tells that the project's peer links changed (made or
+	// removed): the running links follow without a restart.
+	Refresh(projectID string)
+	// ServeCallback serves the WebSub callback of link peerID: the
+	// hub's verification of intent (GET) and signed deliveries (POST),
+	// whose HMAC it checks. It needs no bearer token.
+	ServeCallback(w http.ResponseWriter, r *http.Request, peerID string)
+	// Status is what this process knows of a running link, as JSON (nil
+	// when it does not run it).
+	Status(peerID string) any
+}
+
+var (
+	errRemoteURLInvalid = errf(http.StatusBadRequest, wire.CodeRemoteURLInvalid, "remote_url must be an absolute http or https URL without userinfo, query or fragment")
+	errTokenRequired    = errf(http.StatusBadRequest, wire.CodeTokenRequired, "token (a read token of the project on the remote relay) is required")
+)
+
+// redacted stands for a secret in every listing.
+const redacted = "[redacted]"
+
+type peerJSON struct {
+	PeerID       string  `json:"peer_id"`
+	ProjectID    string  `json:"project_id"`
+	RemoteURL    string  `json:"remote_url"`
+	RepositoryID *string `json:"repository_id"`
+	Token        string  `json:"token"`
+	CreatedAt    string  `json:"created_at"`
+	Status       any     `json:"status,omitempty"`
+}
+
+func (s *Server) peerOut(p store.Peer) peerJSON {
+	out := peerJSON{PeerID: p.ID, ProjectID: p.ProjectID, RemoteURL: p.RemoteURL, Token: redacted,
+		CreatedAt: correspondence.FormatTimestamp(p.CreatedAt)}
+	if p.RepositoryID != "" {
+		out.RepositoryID = &p.RepositoryID
+	}
+	if s.cfg.Peers != nil {
+		out.Status = s.cfg.Peers.Status(p.ID)
+	}
+	return out
+}
+
+// NormalizeRemoteURL checks a peer's remote_url and returns it without a
+// trailing slash. ok is false for anything but an absolute http(s) URL
+// without userinfo, query or fragment.
+func NormalizeRemoteURL(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return "", false
+	}
+	return strings.TrimRight(u.String(), "/"), true
+}
+
+// handlePeerCreate: POST /v1/admin/projects/{project_id}/peers
+// {"remote_url", "token", "repository_id"?} (operator, or the project's
+// admin) → 201 {peer_id, project_id, remote_url, repository_id, token:
+// "[redacted]", created_at}; 409 already_exists for a second link to the
+// same remote and repository.
+func (s *Server) handlePeerCreate(w http.ResponseWriter, r *http.Request) {
+	projectID, err := s.listedProject(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var in struct {
+		RemoteURL    string  `json:"remote_url"`
+		Token        string  `json:"token"`
+		RepositoryID *string `json:"repository_id"`
+	}
+	if err := decodeAdmin(w, r, &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	remote, ok := NormalizeRemoteURL(in.RemoteURL)
+	if !ok {
+		s.writeError(w, r, errRemoteURLInvalid)
+		return
+	}
+	if strings.TrimSpace(in.Token) == "" {
+		s.writeError(w, r, errTokenRequired)
+		return
+	}
+	p := store.Peer{ID: uuid.NewString(), ProjectID: projectID, RemoteURL: remote, Token: strings.TrimSpace(in.Token)}
+	if in.RepositoryID != nil {
+		if !correspondence.ValidOpaqueID(*in.RepositoryID) {
+			s.writeError(w, r, errRepositoryIDInvalid)
+			return
+		}
+		p.RepositoryID = *in.RepositoryID
+	}
+	p, err = s.st.CreatePeer(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "peer link added", "project_id", projectID, "peer_id", p.ID, "remote_url", p.RemoteURL)
+	if s.cfg.Peers != nil {
+		s.cfg.Peers.Refresh(projectID)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(w, r, http.StatusCreated, mediaJSON, s.peerOut(p))
+}
+
+// handlePeerList: GET /v1/admin/projects/{project_id}/peers → {peers:
+// [peer…]}, tokens redacted, each with this process's status of the link
+// when it runs it.
+func (s *Server) handlePeerList(w http.ResponseWriter, r *http.Request) {
+	projectID, err := s.listedProject(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := readQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	peers, err := s.st.Peers(r.Context(), projectID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]peerJSON, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, s.peerOut(p))
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(w, r, http.StatusOK, mediaJSON, map[string]any{"peers": out})
+}
+
+// handlePeerRemove: DELETE /v1/admin/projects/{project_id}/peers/{peer_id}
+// → 204; the link stops, its imported keys and records stay.
+func (s *Server) handlePeerRemove(w http.ResponseWriter, r *http.Request) {
+	projectID, err := s.listedProject(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	peerID := mux.Vars(r)["peer_id"]
+	if err := s.st.RemovePeer(r.Context(), projectID, peerID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "peer link removed", "project_id", projectID, "peer_id", peerID)
+	if s.cfg.Peers != nil {
+		s.cfg.Peers.Refresh(projectID)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleFederationCallback: GET and POST /v1/federation/callback/{peer_id},
+// outside the bearer middleware: the link checks the hub's challenge and
+// every delivery's X-Hub-Signature.
+func (s *Server) handleFederationCallback(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Peers == nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	s.cfg.Peers.ServeCallback(w, r, mux.Vars(r)["peer_id"])
+}

@@ -1,0 +1,251 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Federation (store.Federation): foreign appends under the key-at-time
+// rule, the project-wide replay, the registry export and import, and peer
+// links (migration 0009).
+
+var _ store.Federation = (*DB)(nil)
+
+const (
+	selectProjectRecordsAfter = recordColumns + `
+		WHERE e.project_id = $1 AND e.received_seq > $2
+		ORDER BY e.received_seq LIMIT $3`
+
+	selectRegistryKeys = `SELECT k.id, k.identity_id, k.public_key, k.status, k.created_at, k.revoked_at, k.source,
+		i.display_name, i.status, i.created_at, i.deactivated_at, i.source
+		FROM signing_keys k JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
+		WHERE k.project_id = $1 AND k.id > $2 ORDER BY k.id LIMIT $3`
+
+	selectImportIdentity = `SELECT status, source FROM identities WHERE project_id = $1 AND id = $2 FOR UPDATE`
+	insertImportIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at, deactivated_at, source)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	deactivateImportIdentity = `UPDATE identities SET status = 'inactive', deactivated_at = $1
+		WHERE project_id = $2 AND id = $3 AND status = 'active' AND source <> ''`
+	selectImportKey = `SELECT identity_id, public_key FROM signing_keys WHERE project_id = $1 AND id = $2 FOR UPDATE`
+	insertImportKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at, revoked_at, source)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	revokeImportKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = $1
+		WHERE project_id = $2 AND id = $3 AND source <> '' AND (status = 'active' OR revoked_at IS NULL OR revoked_at > $1)`
+	lockProjectRow = `SELECT 1 FROM projects WHERE id = $1 FOR SHARE`
+
+	insertPeer = `INSERT INTO federation_peers (peer_id, project_id, remote_url, token, repository_id, created_at)
+		SELECT $1, p.id, $3, $4, $5, ` + nowMS + ` FROM projects p WHERE p.id = $2
+		RETURNING created_at`
+	peerColumns   = `SELECT peer_id, project_id, remote_url, token, repository_id, created_at FROM federation_peers`
+	selectPeer    = peerColumns + ` WHERE project_id = $1 AND peer_id = $2`
+	selectPeers   = peerColumns + ` WHERE project_id = $1 ORDER BY project_id, peer_id`
+	selectAllPeer = peerColumns + ` ORDER BY project_id, peer_id`
+	deletePeer    = `DELETE FROM federation_peers WHERE project_id = $1 AND peer_id = $2`
+)
+
+// AppendAt is Append under the key-at-time rule (store.Federation).
+func (db *DB) AppendAt(ctx context.Context, ev *correspondence.Event, canonical []byte, at time.Time) (store.AppendResult, error) {
+	if at.IsZero() {
+		return store.AppendResult{}, errors.New("append at: zero time")
+	}
+	if ev == nil || ev.ID == "" {
+		return store.AppendResult{}, errors.New("append: event without an id")
+	}
+	in := appendInput{ev: ev, canonical: bytes.Clone(canonical), paths: append([]string{}, ev.Scope.Paths...), activeAt: at.UTC()}
+	in.node, in.isClaim = correspondence.NodeOf(ev)
+	res, err := db.submitAppend(ctx, in)
+	if err == nil && res.Created {
+		db.advances.Publish(ev.ProjectID, res.Record.ReceivedSeq)
+	}
+	return res, err
+}
+
+// senderActive decides the sender check of an append: both active now,
+// or, for a foreign record (activeAt set), each active now or stopped
+// strictly after activeAt.
+func senderActive(activeAt time.Time, idStatus, keyStatus *string, deactivatedAt, revokedAt *time.Time) bool {
+	if idStatus == nil || keyStatus == nil {
+		return false
+	}
+	ok := func(activeNow bool, stopped *time.Time) bool {
+		if activeNow {
+			return true
+		}
+		return !activeAt.IsZero() && stopped != nil && stopped.After(activeAt)
+	}
+	return ok(*idStatus == store.StatusActive, deactivatedAt) && ok(*keyStatus == store.StatusActive, revokedAt)
+}
+
+// ProjectEvents reads a page of every repository's records
+// (store.Federation).
+func (db *DB) ProjectEvents(ctx context.Context, projectID string, after int64, limit int) (store.EventPage, error) {
+	limit = min(max(limit, 1), 200)
+	rows, err := db.pool.Query(ctx, selectProjectRecordsAfter, projectID, after, limit+1)
+	if err != nil {
+		return store.EventPage{}, mapErr("project events", err)
+	}
+	recs, err := collectRecords(rows, projectID)
+	if err != nil {
+		return store.EventPage{}, mapErr("project events", err)
+	}
+	page := store.EventPage{Records: recs}
+	if len(recs) > limit {
+		page.Records, page.HasMore = recs[:limit], true
+	}
+	return page, nil
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// RegistryKeys pages the project's keys with their identities
+// (store.Federation).
+func (db *DB) RegistryKeys(ctx context.Context, projectID, afterKeyID string, limit int) ([]store.RegistryKey, error) {
+	rows, err := db.pool.Query(ctx, selectRegistryKeys, projectID, afterKeyID, limit)
+	if err != nil {
+		return nil, mapErr("registry keys", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.RegistryKey, error) {
+		var k store.RegistryKey
+		var revoked, deactivated *time.Time
+		err := row.Scan(&k.SigningKeyID, &k.IdentityID, &k.PublicKey, &k.Status, &k.CreatedAt, &revoked, &k.Source,
+			&k.DisplayName, &k.IdentityStatus, &k.IdentityCreatedAt, &deactivated, &k.IdentitySource)
+		k.CreatedAt, k.IdentityCreatedAt = utc(k.CreatedAt), utc(k.IdentityCreatedAt)
+		k.RevokedAt, k.DeactivatedAt = nullTime(revoked), nullTime(deactivated)
+		return k, err
+	})
+	return out, mapErr("registry keys", err)
+}
+
+// ImportKey brings one remote key into the project (store.Federation).
+func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error) {
+	if source == store.SourceLocal {
+		return false, errors.New("import key: empty source")
+	}
+	if (k.Status != store.StatusActive && k.Status != store.StatusRevoked) ||
+		(k.IdentityStatus != store.StatusActive && k.IdentityStatus != store.StatusInactive) {
+		return false, fmt.Errorf("import key %s: bad status", k.SigningKeyID)
+	}
+	var changed bool
+	err := db.inTx(ctx, "import key", readCommitted, func(tx pgx.Tx) error {
+		changed = false
+		var one int
+		if err := tx.QueryRow(ctx, lockProjectRow, projectID).Scan(&one); err != nil {
+			return err // no row: ErrNotFound
+		}
+		var idStatus, idSource string
+		err := tx.QueryRow(ctx, selectImportIdentity, projectID, k.IdentityID).Scan(&idStatus, &idSource)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, insertImportIdentity, k.IdentityID, projectID, k.DisplayName, k.IdentityStatus,
+				k.IdentityCreatedAt, timePtr(k.DeactivatedAt), source); err != nil {
+				return err
+			}
+			changed = true
+		case err != nil:
+			return err
+		case k.IdentityStatus == store.StatusInactive && !k.DeactivatedAt.IsZero():
+			tag, err := tx.Exec(ctx, deactivateImportIdentity, k.DeactivatedAt, projectID, k.IdentityID)
+			if err != nil {
+				return err
+			}
+			changed = changed || tag.RowsAffected() > 0
+		}
+		var identityID, pub string
+		err = tx.QueryRow(ctx, selectImportKey, projectID, k.SigningKeyID).Scan(&identityID, &pub)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, insertImportKey, k.SigningKeyID, k.IdentityID, projectID, k.PublicKey, k.Status,
+				k.CreatedAt, timePtr(k.RevokedAt), source); err != nil {
+				return err
+			}
+			changed = true
+			return nil
+		case err != nil:
+			return err
+		}
+		if identityID != k.IdentityID || pub != k.PublicKey {
+			return store.ErrKeyConflict
+		}
+		if k.Status == store.StatusRevoked && !k.RevokedAt.IsZero() {
+			tag, err := tx.Exec(ctx, revokeImportKey, k.RevokedAt, projectID, k.SigningKeyID)
+			if err != nil {
+				return err
+			}
+			changed = changed || tag.RowsAffected() > 0
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrKeyConflict) {
+		return false, fmt.Errorf("import key %s: %w", k.SigningKeyID, store.ErrKeyConflict)
+	}
+	if err != nil {
+		return false, mapErr("import key", err)
+	}
+	return changed, nil
+}
+
+func scanPeer(row pgx.Row) (store.Peer, error) {
+	var p store.Peer
+	if err := row.Scan(&p.ID, &p.ProjectID, &p.RemoteURL, &p.Token, &p.RepositoryID, &p.CreatedAt); err != nil {
+		return store.Peer{}, err
+	}
+	p.CreatedAt = utc(p.CreatedAt)
+	return p, nil
+}
+
+// CreatePeer stores a peer link (store.Federation).
+func (db *DB) CreatePeer(ctx context.Context, p store.Peer) (store.Peer, error) {
+	var at time.Time
+	if err := db.pool.QueryRow(ctx, insertPeer, p.ID, p.ProjectID, p.RemoteURL, p.Token, p.RepositoryID).Scan(&at); err != nil {
+		return store.Peer{}, mapErr("create peer", err)
+	}
+	p.CreatedAt = utc(at)
+	return p, nil
+}
+
+// Peers lists links (store.Federation).
+func (db *DB) Peers(ctx context.Context, projectID string) ([]store.Peer, error) {
+	var rows pgx.Rows
+	var err error
+	if projectID == "" {
+		rows, err = db.pool.Query(ctx, selectAllPeer)
+	} else {
+		rows, err = db.pool.Query(ctx, selectPeers, projectID)
+	}
+	if err != nil {
+		return nil, mapErr("peers", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Peer, error) { return scanPeer(row) })
+	return out, mapErr("peers", err)
+}
+
+// Peer reads one link (store.Federation).
+func (db *DB) Peer(ctx context.Context, projectID, peerID string) (store.Peer, error) {
+	p, err := scanPeer(db.pool.QueryRow(ctx, selectPeer, projectID, peerID))
+	return p, mapErr("peer", err)
+}
+
+// RemovePeer deletes one link (store.Federation).
+func (db *DB) RemovePeer(ctx context.Context, projectID, peerID string) error {
+	tag, err := db.pool.Exec(ctx, deletePeer, projectID, peerID)
+	if err != nil {
+		return mapErr("remove peer", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("remove peer: %w", store.ErrNotFound)
+	}
+	return nil
+}

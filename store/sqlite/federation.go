@@ -1,0 +1,282 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Federation (store.Federation): foreign appends under the key-at-time
+// rule, the project-wide replay, the registry export and import, and peer
+// links (migration 0011).
+
+var _ store.Federation = (*DB)(nil)
+
+const (
+	// selectSenderAt reads the statuses and change times of the sender
+	// identity and key; no row when the key is not a key of that identity.
+	selectSenderAt = `SELECT i.status, i.deactivated_at, k.status, k.revoked_at FROM signing_keys k
+		JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
+		WHERE k.id = ? AND k.identity_id = ? AND k.project_id = ? AND i.project_id = ?`
+
+	selectProjectRecordsAfter = recordColumns + `
+		WHERE e.project_id = ? AND e.received_seq > ?
+		ORDER BY e.received_seq LIMIT ?`
+
+	selectRegistryKeys = `SELECT k.id, k.identity_id, k.public_key, k.status, k.created_at, k.revoked_at, k.source,
+		i.display_name, i.status, i.created_at, i.deactivated_at, i.source
+		FROM signing_keys k JOIN identities i ON i.project_id = k.project_id AND i.id = k.identity_id
+		WHERE k.project_id = ? AND k.id > ? ORDER BY k.id LIMIT ?`
+
+	selectImportIdentity = `SELECT status, source FROM identities WHERE project_id = ? AND id = ?`
+	insertImportIdentity = `INSERT INTO identities (id, project_id, display_name, status, created_at, deactivated_at, source)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	deactivateImportIdentity = `UPDATE identities SET status = 'inactive', deactivated_at = ?
+		WHERE project_id = ? AND id = ? AND status = 'active' AND source <> ''`
+	selectImportKey = `SELECT identity_id, public_key, status, revoked_at, source FROM signing_keys WHERE project_id = ? AND id = ?`
+	insertImportKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at, revoked_at, source)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	// revokeImportKey revokes an imported key, or moves an imported
+	// revocation earlier.
+	revokeImportKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = ?
+		WHERE project_id = ? AND id = ? AND source <> '' AND (status = 'active' OR revoked_at IS NULL OR revoked_at > ?)`
+
+	insertPeer = `INSERT INTO federation_peers (peer_id, project_id, remote_url, token, repository_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
+	peerColumns   = `SELECT peer_id, project_id, remote_url, token, repository_id, created_at FROM federation_peers`
+	selectPeer    = peerColumns + ` WHERE project_id = ? AND peer_id = ?`
+	selectPeers   = peerColumns + ` WHERE project_id = ? ORDER BY project_id, peer_id`
+	selectAllPeer = peerColumns + ` ORDER BY project_id, peer_id`
+	deletePeer    = `DELETE FROM federation_peers WHERE project_id = ? AND peer_id = ?`
+)
+
+// AppendAt is Append under the key-at-time rule (store.Federation).
+func (db *DB) AppendAt(ctx context.Context, ev *correspondence.Event, canonical []byte, at time.Time) (store.AppendResult, error) {
+	if at.IsZero() {
+		return store.AppendResult{}, errors.New("append at: zero time")
+	}
+	if ev == nil || ev.ID == "" {
+		return store.AppendResult{}, errors.New("append: event without an id")
+	}
+	in, err := newAppendInput(ev, canonical)
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	in.activeAt = at.UTC()
+	var res store.AppendResult
+	err = db.submit(ctx, "append", func(t *txn) error {
+		var err error
+		res, err = appendTx(t, in)
+		return err
+	})
+	if err != nil {
+		return store.AppendResult{}, err
+	}
+	if res.Created {
+		db.advances.Publish(ev.ProjectID, res.Record.ReceivedSeq)
+	}
+	return res, nil
+}
+
+// senderActiveAt reports whether the sender identity and key were active
+// at at: active now, or stopped strictly after at. sql.ErrNoRows when the
+// key is not a key of that identity in the project.
+func senderActiveAt(t *txn, ev *correspondence.Event, at time.Time) (bool, error) {
+	var idStatus, keyStatus string
+	var deactivated, revoked sql.NullString
+	err := t.queryRow(selectSenderAt, ev.Sender.SigningKeyID, ev.Sender.IdentityID, ev.ProjectID, ev.ProjectID).
+		Scan(&idStatus, &deactivated, &keyStatus, &revoked)
+	if err != nil {
+		return false, err
+	}
+	return activeAt(idStatus == store.StatusActive, deactivated, at) && activeAt(keyStatus == store.StatusActive, revoked, at), nil
+}
+
+func activeAt(activeNow bool, stopped sql.NullString, at time.Time) bool {
+	if activeNow {
+		return true
+	}
+	end := parseNullTime(stopped)
+	return !end.IsZero() && end.After(at)
+}
+
+// ProjectEvents reads a page of every repository's records
+// (store.Federation).
+func (db *DB) ProjectEvents(ctx context.Context, projectID string, after int64, limit int) (store.EventPage, error) {
+	limit = min(max(limit, 1), 200)
+	rows, err := db.rd.QueryContext(ctx, selectProjectRecordsAfter, projectID, after, limit+1)
+	if err != nil {
+		return store.EventPage{}, mapErr("project events", err)
+	}
+	defer rows.Close()
+	var page store.EventPage
+	for rows.Next() {
+		if len(page.Records) == limit {
+			page.HasMore = true
+			break
+		}
+		rec, err := scanRecord(rows, projectID)
+		if err != nil {
+			return store.EventPage{}, mapErr("project events", err)
+		}
+		page.Records = append(page.Records, rec)
+	}
+	return page, mapErr("project events", rows.Err())
+}
+
+// RegistryKeys pages the project's keys with their identities
+// (store.Federation).
+func (db *DB) RegistryKeys(ctx context.Context, projectID, afterKeyID string, limit int) ([]store.RegistryKey, error) {
+	return listRows(ctx, db, "registry keys", func(row rowScanner) (store.RegistryKey, error) {
+		var k store.RegistryKey
+		var created, idCreated string
+		var revoked, deactivated sql.NullString
+		if err := row.Scan(&k.SigningKeyID, &k.IdentityID, &k.PublicKey, &k.Status, &created, &revoked, &k.Source,
+			&k.DisplayName, &k.IdentityStatus, &idCreated, &deactivated, &k.IdentitySource); err != nil {
+			return store.RegistryKey{}, err
+		}
+		k.CreatedAt, k.RevokedAt = parseTime(created), parseNullTime(revoked)
+		k.IdentityCreatedAt, k.DeactivatedAt = parseTime(idCreated), parseNullTime(deactivated)
+		return k, nil
+	}, selectRegistryKeys, projectID, afterKeyID, limit)
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return formatTime(t)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// ImportKey brings one remote key into the project (store.Federation).
+func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error) {
+	if source == store.SourceLocal {
+		return false, errors.New("import key: empty source")
+	}
+	if (k.Status != store.StatusActive && k.Status != store.StatusRevoked) ||
+		(k.IdentityStatus != store.StatusActive && k.IdentityStatus != store.StatusInactive) {
+		return false, fmt.Errorf("import key %s: bad status", k.SigningKeyID)
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	changed := false
+	err := db.writeTx(ctx, "import key", func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, projectExists, projectID); err != nil {
+			return err
+		}
+		var idStatus, idSource string
+		err := tx.QueryRowContext(ctx, selectImportIdentity, projectID, k.IdentityID).Scan(&idStatus, &idSource)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, insertImportIdentity, k.IdentityID, projectID, k.DisplayName, k.IdentityStatus,
+				formatTime(k.IdentityCreatedAt), nullTime(k.DeactivatedAt), source); err != nil {
+				return err
+			}
+			changed = true
+		case err != nil:
+			return err
+		case k.IdentityStatus == store.StatusInactive && !k.DeactivatedAt.IsZero():
+			r, err := tx.ExecContext(ctx, deactivateImportIdentity, formatTime(k.DeactivatedAt), projectID, k.IdentityID)
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n > 0 {
+				changed = true
+			}
+		}
+		var identityID, pub, status, keySource string
+		var revoked sql.NullString
+		err = tx.QueryRowContext(ctx, selectImportKey, projectID, k.SigningKeyID).Scan(&identityID, &pub, &status, &revoked, &keySource)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, insertImportKey, k.SigningKeyID, k.IdentityID, projectID, k.PublicKey, k.Status,
+				formatTime(k.CreatedAt), nullTime(k.RevokedAt), source); err != nil {
+				return err
+			}
+			changed = true
+			return nil
+		case err != nil:
+			return err
+		}
+		if identityID != k.IdentityID || pub != k.PublicKey {
+			return store.ErrKeyConflict
+		}
+		if k.Status == store.StatusRevoked && !k.RevokedAt.IsZero() {
+			at := formatTime(k.RevokedAt)
+			r, err := tx.ExecContext(ctx, revokeImportKey, at, projectID, k.SigningKeyID, at)
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n > 0 {
+				changed = true
+			}
+		}
+		return nil
+	})
+	if changed {
+		db.ws.forgetSenders() // the next append re-reads the sender's status
+	}
+	if errors.Is(err, store.ErrKeyConflict) {
+		return false, fmt.Errorf("import key %s: %w", k.SigningKeyID, store.ErrKeyConflict)
+	}
+	return changed, err
+}
+
+func scanPeer(row rowScanner) (store.Peer, error) {
+	var p store.Peer
+	var at string
+	if err := row.Scan(&p.ID, &p.ProjectID, &p.RemoteURL, &p.Token, &p.RepositoryID, &at); err != nil {
+		return store.Peer{}, err
+	}
+	p.CreatedAt = parseTime(at)
+	return p, nil
+}
+
+// CreatePeer stores a peer link (store.Federation).
+func (db *DB) CreatePeer(ctx context.Context, p store.Peer) (store.Peer, error) {
+	var at string
+	err := db.writeTx(ctx, "create peer", func(tx *sql.Tx) error {
+		if err := mustExist(ctx, tx, projectExists, p.ProjectID); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, insertPeer, p.ID, p.ProjectID, p.RemoteURL, p.Token, p.RepositoryID).Scan(&at)
+	})
+	if err != nil {
+		return store.Peer{}, err
+	}
+	p.CreatedAt = parseTime(at)
+	return p, nil
+}
+
+// Peers lists links (store.Federation).
+func (db *DB) Peers(ctx context.Context, projectID string) ([]store.Peer, error) {
+	if projectID == "" {
+		return listRows(ctx, db, "peers", scanPeer, selectAllPeer)
+	}
+	return listRows(ctx, db, "peers", scanPeer, selectPeers, projectID)
+}
+
+// Peer reads one link (store.Federation).
+func (db *DB) Peer(ctx context.Context, projectID, peerID string) (store.Peer, error) {
+	p, err := scanPeer(db.rd.QueryRowContext(ctx, selectPeer, projectID, peerID))
+	return p, mapErr("peer", err)
+}
+
+// RemovePeer deletes one link (store.Federation).
+func (db *DB) RemovePeer(ctx context.Context, projectID, peerID string) error {
+	r, err := db.w.ExecContext(ctx, deletePeer, projectID, peerID)
+	if err != nil {
+		return mapErr("remove peer", err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("remove peer: %w", store.ErrNotFound)
+	}
+	return nil
+}
