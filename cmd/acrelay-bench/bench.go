@@ -226,6 +226,9 @@ type benchRun struct {
 	maxBatch int
 	bin      string
 	ab       string
+	// extra is appended to the server's command line (the websub
+	// subcommand's hub settings).
+	extra []string
 }
 
 // resolveRelayBin returns the acrelay binary to measure: path when given;
@@ -371,7 +374,7 @@ func startBenchRelay(ctx context.Context, run benchRun, databaseURL string) (_ *
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
-	cmd := exec.Command(exe, benchServerArgs(run.maxBatch, addr, dir, databaseURL)...)
+	cmd := exec.Command(exe, append(benchServerArgs(run.maxBatch, addr, dir, databaseURL), run.extra...)...)
 	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	stopWithParent(cmd)
