@@ -66,7 +66,7 @@ type env struct {
 	alice   *mautrix.Client
 	room    id.RoomID
 	botID   id.UserID
-	hsURL   string // what the courier talks to (Dendrite, or a proxy before it)
+	hsURL   string           // what the courier talks to (Dendrite, or a proxy before it)
 	runner  *couriers.Runner // the running relay's courier runner
 	runStop context.CancelFunc
 	runDone chan struct{}
