@@ -12,7 +12,7 @@ import (
 // with it off, none.
 func TestOpenMatrixRunner(t *testing.T) {
 	ctx := context.Background()
-	st, err := openStore(ctx, storeConfig{DataDir: t.TempDir(), Create: true}, slog.New(slog.DiscardHandler))
+	st, err := openStore(ctx, storeConfig{DataDir: t.TempDir(), Create: true, SQLiteMaxBatch: 128, SQLiteSync: "fdatasync"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
