@@ -246,7 +246,9 @@ func watch(ctx context.Context, cli *mautrix.Client, room id.RoomID) (*watcher, 
 	since := resp.NextBatch
 	go func() {
 		for ctx.Err() == nil {
-			resp, err := cli.SyncRequest(ctx, 30000, since, "", false, event.PresenceOffline)
+			// A timeline limit above any burst: a "limited" sync would
+			// skip events.
+			resp, err := cli.SyncRequest(ctx, 30000, since, `{"room":{"timeline":{"limit":1000}}}`, false, event.PresenceOffline)
 			now := time.Now()
 			if err != nil {
 				time.Sleep(100 * time.Millisecond)
