@@ -134,6 +134,17 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	return m, nil
 }
 
+// Runner is the Matrix courier's runner, nil when the courier is off.
+// runServe puts it in the list of runners it starts, so its Status (lag,
+// failing targets, last error) is reported beside the other couriers'
+// (readiness, metrics).
+func (m *matrixServices) Runner() *couriers.Runner {
+	if m == nil {
+		return nil
+	}
+	return m.runner
+}
+
 // binderOrNil keeps a nil *matrixServices from becoming a non-nil interface.
 func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 	if m == nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/matrix-org/gomatrixserverlib"
 
@@ -95,7 +96,7 @@ func Summary(r store.Record, full bool) string {
 		}
 		fmt.Fprintf(&b, " %s in %s/%s", who, ev.RepositoryID, ev.ThreadID)
 		if len(ev.Scope.Paths) > 0 {
-			fmt.Fprintf(&b, " on %s", strings.Join(ev.Scope.Paths, ", "))
+			fmt.Fprintf(&b, " on %s", clip(strings.Join(ev.Scope.Paths, ", "), maxSummaryPaths))
 		}
 	}
 	id := r.EventID
@@ -107,6 +108,23 @@ func Summary(r store.Record, full bool) string {
 		b.WriteString(" [too large for the room: fetch it from the relay]")
 	}
 	return b.String()
+}
+
+// maxSummaryPaths bounds the paths in a summary (bytes): the notice
+// carries the summary beside a record of up to MaxContentBytes, and both
+// must fit one PDU (64 paths of 256 scalars would be 64 KiB alone).
+const maxSummaryPaths = 200
+
+// clip cuts s to at most n bytes at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // sentRecord is what a record part found in a room says about itself.

@@ -66,7 +66,8 @@ type env struct {
 	alice   *mautrix.Client
 	room    id.RoomID
 	botID   id.UserID
-	hsURL   string // what the courier talks to (Dendrite, or a proxy before it)
+	hsURL   string           // what the courier talks to (Dendrite, or a proxy before it)
+	runner  *couriers.Runner // the running relay's courier runner
 	runStop context.CancelFunc
 	runDone chan struct{}
 }
@@ -149,6 +150,7 @@ func (e *env) startRelay(st matrix.Store) {
 	r := couriers.NewRunner(e.st, c, couriers.Options{Holder: "relay-" + token()[:6], LeaseTTL: 3 * time.Second,
 		Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 5 * time.Second, Batch: 5, Refresh: time.Second})
 	in := &matrix.Inbox{Store: e.st, Ingest: ingest.New(e.st, ingest.Options{}), Client: cli}
+	e.runner = r
 	rctx, cancel := context.WithCancel(ctx)
 	e.runStop, e.runDone = cancel, make(chan struct{})
 	e.inbox.mu.Lock()

@@ -7,6 +7,7 @@ package dendritetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -62,20 +63,41 @@ type Options struct {
 func Start(t testing.TB, opt Options) *Server {
 	t.Helper()
 	bin := BinDir()
+	if err := Available(bin); err != nil {
+		t.Skipf("%v (run scripts/provision_dendrite.sh or set ACRELAY_DENDRITE_BIN)", err)
+	}
+	s, err := Launch(bin, t.TempDir(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.t = t
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Available reports whether the Dendrite binaries are in bin.
+func Available(bin string) error {
 	for _, b := range []string{"dendrite", "generate-keys", "create-account"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Skipf("Dendrite %s not built at %s (run scripts/provision_dendrite.sh or set ACRELAY_DENDRITE_BIN)", Version, bin)
+			return fmt.Errorf("dendrite %s not built at %s", Version, bin)
 		}
 	}
-	dir := t.TempDir()
-	s := &Server{ServerName: "acrelay.test", dir: dir, bin: bin, t: t}
+	return nil
+}
+
+// Launch starts Dendrite from the binaries in bin, with its config,
+// keys, databases and log in dir, on a free loopback port; for tools
+// (cmd/acrelay-bench), where tests use Start. The caller stops it with
+// Stop.
+func Launch(bin, dir string, opt Options) (*Server, error) {
+	s := &Server{ServerName: "acrelay.test", dir: dir, bin: bin}
 	key := filepath.Join(dir, "matrix_key.pem")
 	if out, err := exec.Command(filepath.Join(bin, "generate-keys"), "--private-key", key).CombinedOutput(); err != nil {
-		t.Fatalf("generate-keys: %v: %s", err, out)
+		return nil, fmt.Errorf("generate-keys: %v: %s", err, out)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.addr = l.Addr().String()
 	l.Close()
@@ -84,7 +106,7 @@ func Start(t testing.TB, opt Options) *Server {
 	if opt.AppserviceYAML != "" {
 		p := filepath.Join(dir, "appservice.yaml")
 		if err := os.WriteFile(p, []byte(opt.AppserviceYAML), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		as = fmt.Sprintf("app_service_api:\n  config_files: [%q]\n", p)
 	}
@@ -130,44 +152,51 @@ user_api:
 		db("media_api"), db("mscs"), db("relay_api"), db("room_server"), db("sync_api"), db("user_api"), as)
 	s.cfg = filepath.Join(dir, "dendrite.yaml")
 	if err := os.WriteFile(s.cfg, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s.start()
-	t.Cleanup(s.Stop)
-	return s
+	if err := s.Resume(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
-func (s *Server) start() {
-	t := s.t
-	t.Helper()
+// Resume starts a stopped Dendrite again on the same port and databases
+// (Launch and Start start it the first time).
+func (s *Server) Resume() error {
+	if s.cmd != nil {
+		return nil
+	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "dendrite.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "dendrite"), "-config", s.cfg, "-http-bind-address", s.addr)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, log, log
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dendrite: %v", err)
+		log.Close()
+		return fmt.Errorf("start dendrite: %w", err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); log.Close(); close(s.done) }()
+	done := s.done
+	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(s.URL + "/_matrix/client/versions")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
 		select {
-		case <-s.done:
-			b, _ := os.ReadFile(filepath.Join(s.dir, "dendrite.log"))
-			t.Fatalf("dendrite exited: %s", b)
+		case <-done:
+			s.cmd = nil
+			return fmt.Errorf("dendrite exited: %s", s.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("dendrite did not answer /_matrix/client/versions in 30s")
+			s.Stop()
+			return errors.New("dendrite did not answer /_matrix/client/versions in 30s")
 		}
 	}
 }
@@ -187,11 +216,14 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
-// Restart stops and starts Dendrite on the same port and databases.
+// Restart stops and starts Dendrite on the same port and databases
+// (servers of Start only).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.start()
+	if err := s.Resume(); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Log returns Dendrite's log so far.
@@ -201,27 +233,36 @@ func (s *Server) Log() string {
 }
 
 // CreateUser creates a user (create-account) and logs it in; it returns
-// a client of that user.
+// a client of that user (servers of Start only).
 func (s *Server) CreateUser(localpart string) *mautrix.Client {
-	t := s.t
-	t.Helper()
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := s.NewUser(ctx, localpart)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return cli
+}
+
+// NewUser creates a user (create-account; an existing one is reused) and
+// logs it in; it returns a client of that user with its access token.
+func (s *Server) NewUser(ctx context.Context, localpart string) (*mautrix.Client, error) {
 	pw := "password-" + localpart
-	out, err := exec.Command(filepath.Join(s.bin, "create-account"), "-config", s.cfg, "-url", s.URL,
+	out, err := exec.CommandContext(ctx, filepath.Join(s.bin, "create-account"), "-config", s.cfg, "-url", s.URL,
 		"-username", localpart, "-password", pw).CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "already") {
-		t.Fatalf("create-account %s: %v: %s", localpart, err, out)
+		return nil, fmt.Errorf("create-account %s: %v: %s", localpart, err, out)
 	}
 	cli, err := mautrix.NewClient(s.URL, "", "")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if _, err := cli.Login(ctx, &mautrix.ReqLogin{Type: mautrix.AuthTypePassword,
 		Identifier: mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: localpart}, Password: pw, StoreCredentials: true}); err != nil {
-		t.Fatalf("login %s: %v", localpart, err)
+		return nil, fmt.Errorf("login %s: %w", localpart, err)
 	}
-	return cli
+	return cli, nil
 }
 
 // UserID is the full id of localpart on this server.
