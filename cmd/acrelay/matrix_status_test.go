@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/acrelay/acrelay/couriers"
 	"log/slog"
 	"testing"
 	"time"
@@ -17,12 +18,12 @@ func TestOpenMatrixRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	off, err := openMatrix(ctx, matrixConfig{}, st, "http://relay.test", "h", time.Second, slog.New(slog.DiscardHandler))
+	off, err := openMatrix(ctx, matrixConfig{}, st, "http://relay.test", couriers.Options{Holder: "h", LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil || off.Runner() != nil {
 		t.Fatalf("courier off: %v %v", off, err)
 	}
 	bot := matrixConfig{Homeserver: "http://127.0.0.1:1", UserID: "@bot:example.org", AccessToken: "t"}
-	m, err := openMatrix(ctx, bot, st, "http://relay.test", "h", time.Second, slog.New(slog.DiscardHandler))
+	m, err := openMatrix(ctx, bot, st, "http://relay.test", couriers.Options{Holder: "h", LeaseTTL: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
