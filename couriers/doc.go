@@ -40,7 +40,16 @@
 //     deliveries are cancelled and it sends nothing more, so no record is
 //     sent by two processes at once.
 //   - The records of one target are delivered in receipt order, in
-//     batches of at most Options.Batch, one Deliver call at a time.
+//     batches of at most Options.Batch, one Deliver call at a time; a failed
+//     batch is retried as exactly that batch, so a signed body is resent as
+//     the same bytes.
+//   - Cursor writes are group-committed: the cursors of every delivery that
+//     finishes while one write is in flight go into the next, one fenced
+//     transaction per project, so a fan-out to many targets costs a few
+//     syncs rather than one per delivery.
+//   - Refresh (a courier's targets changed: a subscription verified, a room
+//     bound) reloads that project's targets within 50 ms and takes its lease
+//     at once if this process has none.
 //
 // It deliberately does not render, sign or address anything: that is each
 // courier's job.
