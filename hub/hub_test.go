@@ -262,7 +262,7 @@ func wantStatus(t *testing.T, w *httptest.ResponseRecorder, status int, code str
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -518,7 +518,9 @@ func TestChallengeMismatch(t *testing.T) {
 			cb := newCallback(t)
 			cb.setAnswer(tc.answer)
 			wantStatus(t, e.post(e.subscribeForm(e.pid, cb.url("/cb"), "k"), e.read), http.StatusAccepted, "")
-			eventually(t, "the verification to be dropped", func() bool { return len(cb.requests()) == 1 && len(e.pending()) == 0 })
+			// At least one request (a transport error under load may be
+			// retried), then the verification is gone.
+			eventually(t, "the verification to be dropped", func() bool { return len(cb.requests()) >= 1 && len(e.pending()) == 0 })
 			for _, s := range e.subscriptions(e.pid) {
 				if s.Callback == cb.url("/cb") {
 					t.Fatalf("a mismatched answer activated %+v", s)

@@ -231,7 +231,7 @@ func TestWebSubBench(t *testing.T) {
 		t.Errorf("result %+v", r)
 	}
 	if r.P99Millis < r.P50Millis || r.MaxMillis < r.P99Millis || r.DeliveriesPerSecond <= 0 || r.EntriesPerSecond < r.DeliveriesPerSecond ||
-		r.BoundDeliveriesPerSecond <= 0 || r.RatioToBound <= 0 || r.ServerCPUMicros <= 0 {
+		r.BoundDeliveriesPerSecond <= 0 || r.RatioToBound <= 0 || r.ServerCPUMicros < 0 { // CPU is counted in 10 ms ticks: a run this small may read 0
 		t.Errorf("figures %+v", r)
 	}
 }
