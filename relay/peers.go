@@ -37,6 +37,7 @@ type PeerLinks interface {
 }
 
 var (
+	errRemoteURLRefused = errf(http.StatusBadRequest, wire.CodeRemoteURLInvalid, "remote_url names an address the relay does not call (loopback, private, link-local, metadata or its own)").withHint("an operator may allow a host with --websub-allow-hosts, for tests")
 	errRemoteURLInvalid = errf(http.StatusBadRequest, wire.CodeRemoteURLInvalid, "remote_url must be an absolute http or https URL without userinfo, query or fragment")
 	errTokenRequired    = errf(http.StatusBadRequest, wire.CodeTokenRequired, "token (a read token of the project on the remote relay) is required")
 )
@@ -102,6 +103,12 @@ func (s *Server) handlePeerCreate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.writeError(w, r, errRemoteURLInvalid)
 		return
+	}
+	if s.cfg.CheckRemote != nil {
+		if err := s.cfg.CheckRemote(r.Context(), remote); err != nil {
+			s.writeError(w, r, errRemoteURLRefused)
+			return
+		}
 	}
 	if strings.TrimSpace(in.Token) == "" {
 		s.writeError(w, r, errTokenRequired)

@@ -69,6 +69,10 @@ type Config struct {
 	// the callback route answering 404, and links made through the admin
 	// routes start at the next serve.
 	Peers PeerLinks
+	// CheckRemote, when set, checks a new peer link's remote_url with the
+	// SSRF guard (hub.Guard.CheckCallbackResolved): a refused address is
+	// 400 remote_url_invalid and nothing is stored or requested.
+	CheckRemote func(ctx context.Context, raw string) error
 }
 
 // Server serves the HTTP surface over one store.

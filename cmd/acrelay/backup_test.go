@@ -62,6 +62,10 @@ func TestBackupVerifyRestore(t *testing.T) {
 	if !strings.Contains(stdout, out) {
 		t.Fatalf("backup output %q", stdout)
 	}
+	// It holds secrets (WebSub HMAC keys, peer tokens): owner-only.
+	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
 	if _, _, err := runAgent(t, newBackupCmd(), "", "--data-dir", data, "--out", out); err == nil {
 		t.Fatal("a second backup over the first succeeded")
 	}

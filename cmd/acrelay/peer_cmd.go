@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -44,10 +45,14 @@ func addFederationFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *federationConf
 }
 
 // newFederation builds the peer-link manager of serve.
-func newFederation(st store.Store, c federationConfig, public, holder string, lease time.Duration, logger *slog.Logger) *federation.Manager {
+// newFederation builds the peer links' manager. hc is the SSRF-guarded
+// client every request to a remote relay goes through (the hub's guard:
+// a remote on a loopback, private or metadata address is refused unless
+// --websub-allow-hosts names it).
+func newFederation(st store.Store, c federationConfig, public, holder string, lease time.Duration, logger *slog.Logger, hc *http.Client) *federation.Manager {
 	return federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{
 		PublicURL: public, Holder: holder, LeaseTTL: lease, PollInterval: c.Poll, IdlePollInterval: c.IdlePoll,
-		KeysInterval: c.Keys, SubscriptionLease: c.SubLease, Logger: logger,
+		KeysInterval: c.Keys, SubscriptionLease: c.SubLease, Logger: logger, HTTP: hc,
 	})
 }
 

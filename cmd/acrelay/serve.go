@@ -261,10 +261,14 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
-	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger)
+	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger, guard.HTTPClient())
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
-		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed})
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed,
+		CheckRemote: func(ctx context.Context, raw string) error {
+			_, err := guard.CheckCallbackResolved(ctx, raw)
+			return err
+		}})
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
