@@ -365,7 +365,7 @@ func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
 	if b.OperatorToken != "" {
 		fmt.Fprintf(out, "  operator token: %s   (server-wide: creates projects)\n", b.OperatorToken)
 	}
-	fmt.Fprintf(out, "  try: acrelay demo --url %s --token <project token>\n", public)
+	fmt.Fprintf(out, "  try: ACRELAY_URL=%s ACRELAY_TOKEN=<project token> acrelay demo\n", public)
 }
 
 // courierHolder names this process in lease rows: host, pid and a random
