@@ -145,6 +145,8 @@ type Runner struct {
 	// are safe to act on; workers stop sending after it.
 	validUntil atomic.Int64
 
+	records recordCache // batches shared by targets at the same cursor
+
 	mu       sync.Mutex // guards projects, inflight and lastErr (the scheduler writes, Status reads)
 	projects map[string]*project
 	inflight map[targetKey]bool // a worker runs for it (under any fence)
@@ -490,7 +492,7 @@ func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *s
 			}
 			r.inflight[key] = true
 			w := worker{r: r, projectID: id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
-				failures: t.failures, upTo: t.retryUpTo, results: results}
+				failures: t.failures, upTo: t.retryUpTo, head: p.head, results: results}
 			workers.Go(w.run)
 		}
 	}
@@ -550,6 +552,7 @@ type worker struct {
 	cursor    int64
 	failures  int
 	upTo      int64 // > 0: the first batch ends there (a retry of a failed batch)
+	head      int64 // the project's head as known when the worker started
 	results   chan<- result
 }
 
@@ -590,7 +593,7 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 		if w.ctx.Err() != nil || !r.leasesSafe(time.Now()) {
 			return cursor, 0, nil
 		}
-		recs, err := r.st.RecordsAfter(w.ctx, w.projectID, cursor, r.opt.Batch)
+		recs, err := r.records.after(w.ctx, r.st, w.projectID, cursor, r.opt.Batch, w.head)
 		if err != nil || len(recs) == 0 {
 			return cursor, 0, err
 		}
@@ -901,4 +904,54 @@ func (r *Runner) keepLeases(ctx context.Context, want <-chan wantReq, updates ch
 		}
 		report()
 	}
+}
+
+// recordCache shares RecordsAfter batches between the targets of a
+// project that stand at the same cursor (a fan-out: every subscription of
+// a topic reads the same batch). Records are immutable and a batch is the
+// contiguous range (after, last]: it may be reused by a reader whose known
+// head it covers, or when it is a full batch. Bounded; a miss reads the
+// store. Couriers must not modify the records they are handed.
+type recordCache struct {
+	mu      sync.Mutex
+	entries map[recordKey][]store.Record
+	order   []recordKey // insertion order, for eviction
+}
+
+type recordKey struct {
+	project string
+	after   int64
+}
+
+const recordCacheEntries = 64
+
+func (c *recordCache) after(ctx context.Context, st Store, projectID string, after int64, limit int, head int64) ([]store.Record, error) {
+	k := recordKey{projectID, after}
+	c.mu.Lock()
+	recs, ok := c.entries[k]
+	c.mu.Unlock()
+	if ok && len(recs) > 0 && (len(recs) >= limit || recs[len(recs)-1].ReceivedSeq >= head) {
+		if len(recs) > limit {
+			recs = recs[:limit]
+		}
+		return recs, nil
+	}
+	recs, err := st.RecordsAfter(ctx, projectID, after, limit)
+	if err != nil || len(recs) == 0 {
+		return recs, err
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = make(map[recordKey][]store.Record, recordCacheEntries)
+	}
+	if _, dup := c.entries[k]; !dup {
+		c.order = append(c.order, k)
+		if len(c.order) > recordCacheEntries {
+			delete(c.entries, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.entries[k] = recs
+	c.mu.Unlock()
+	return recs, nil
 }

@@ -641,3 +641,51 @@ func (b *batchRecorder) Deliver(ctx context.Context, projectID string, t courier
 	}
 	return b.record(ids)
 }
+
+// countingStore counts RecordsAfter reads.
+type countingStore struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) RecordsAfter(ctx context.Context, projectID string, after int64, limit int) ([]store.Record, error) {
+	c.reads.Add(1)
+	return c.Store.RecordsAfter(ctx, projectID, after, limit)
+}
+
+// TestFanOutSharesBatches: targets at the same cursor share one read of
+// the batch after it (a fan-out costs a few reads, not one per target),
+// and each still gets every record once, in order.
+func TestFanOutSharesBatches(t *testing.T) {
+	st := &countingStore{Store: teststore.SQLite(t)}
+	s := newProject(t, st)
+	var ids []string
+	for i := range 40 {
+		ids = append(ids, fmt.Sprintf("t%02d", i))
+	}
+	rec := newRecorder(st, ids...)
+	r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: 3 * time.Second, Concurrency: 8})
+	start(t, r)
+	waitFor(t, "the lease", func() bool { return r.Status().Targets == 40 })
+	before := st.reads.Load()
+	want := appendN(t, st, s, 5)
+	waitFor(t, "every target's 5 records", func() bool { return len(rec.snapshot()) == 40*5 })
+	// Without sharing: at least two reads per target (the batch, then the
+	// empty read that ends its drain).
+	if n := st.reads.Load() - before; n >= 40*2 {
+		t.Fatalf("%d RecordsAfter reads for 40 targets at one cursor", n)
+	} else {
+		t.Logf("%d RecordsAfter reads for a fan-out of 5 records to 40 targets", n)
+	}
+	for _, id := range ids {
+		var got []string
+		for _, g := range rec.snapshot() {
+			if e, ok := strings.CutPrefix(g, id+":"); ok {
+				got = append(got, e)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("target %s got %v", id, got)
+		}
+	}
+}
