@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -73,6 +74,8 @@ type Courier struct {
 	PublicURL string       // the relay's public URL, no trailing slash
 	Denier    Denier       // may be nil
 	Logger    *slog.Logger
+
+	bodies bodyCache // one rendering per (topic, batch), shared by its subscriptions
 }
 
 var _ couriers.Courier = (*Courier)(nil)
@@ -155,7 +158,7 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 	if len(entries) == 0 {
 		return nil
 	}
-	body, contentType, err := Render(c.PublicURL, sub, entries)
+	body, contentType, err := c.bodies.render(c.PublicURL, sub, entries)
 	if err != nil {
 		return err
 	}
@@ -291,4 +294,53 @@ func Render(publicURL string, sub store.Subscription, entries []store.Record) ([
 		}
 	}
 	return atom.Render(f), ContentTypeAtom, nil
+}
+
+// bodyCache shares rendered delivery bodies: a body depends only on the
+// topic and the entries (Render), so the subscriptions of one topic at one
+// cursor get one rendering; each is still signed with its own secret.
+type bodyCache struct {
+	mu      sync.Mutex
+	entries map[bodyKey][]byte
+	order   []bodyKey
+}
+
+type bodyKey struct {
+	topic       string
+	first, last int64
+	n           int
+}
+
+const bodyCacheEntries = 64
+
+func (c *bodyCache) render(publicURL string, sub store.Subscription, entries []store.Record) ([]byte, string, error) {
+	k := bodyKey{topic: sub.Topic, first: entries[0].ReceivedSeq, last: entries[len(entries)-1].ReceivedSeq, n: len(entries)}
+	contentType := ContentTypeAtom
+	if sub.Format == hub.FormatJSON {
+		contentType = ContentTypeJSON
+	}
+	c.mu.Lock()
+	b, ok := c.entries[k]
+	c.mu.Unlock()
+	if ok {
+		return b, contentType, nil
+	}
+	b, contentType, err := Render(publicURL, sub, entries)
+	if err != nil {
+		return nil, "", err
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = make(map[bodyKey][]byte, bodyCacheEntries)
+	}
+	if _, dup := c.entries[k]; !dup {
+		c.order = append(c.order, k)
+		if len(c.order) > bodyCacheEntries {
+			delete(c.entries, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.entries[k] = b
+	c.mu.Unlock()
+	return b, contentType, nil
 }
