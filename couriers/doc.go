@@ -47,6 +47,9 @@
 //     finishes while one write is in flight go into the next, one fenced
 //     transaction per project, so a fan-out to many targets costs a few
 //     syncs rather than one per delivery.
+//   - Targets at one cursor share the batch read after it (a fan-out reads
+//     each batch once, not once per target); couriers must not modify the
+//     records they are handed.
 //   - Refresh (a courier's targets changed: a subscription verified, a room
 //     bound) reloads that project's targets within 50 ms and takes its lease
 //     at once if this process has none.
