@@ -312,9 +312,9 @@ func TestProjectionRepresentations(t *testing.T) {
 			link := def.Header.Get("Link")
 			for _, want := range []string{
 				`<http://relay.test/v1/correspondence/` + route + `?repository_id=repo&thread_id=t1>; rel="self"; type="application/vnd.agenttool.correspondence+json"`,
-				`<http://relay.test/v1/correspondence/events.atom?repository_id=repo&thread_id=t1>; rel="alternate"; type="application/atom+xml"`,
-				`<http://relay.test/v1/correspondence/voice?repository_id=repo&thread_id=t1>; rel="https://agenttool.dev/rels/correspondence-voice"`,
-				`<http://relay.test/v1/correspondence/claims?repository_id=repo&thread_id=t1>; rel="https://agenttool.dev/rels/active-claims"`,
+				`<http://relay.test/v1/correspondence/events.atom?project_id=` + pid + `&repository_id=repo&thread_id=t1>; rel="alternate"; type="application/atom+xml"`,
+				`<http://relay.test/v1/correspondence/voice?project_id=` + pid + `&repository_id=repo&thread_id=t1>; rel="https://agenttool.dev/rels/correspondence-voice"`,
+				`<http://relay.test/v1/correspondence/claims?project_id=` + pid + `&repository_id=repo&thread_id=t1>; rel="https://agenttool.dev/rels/active-claims"`,
 			} {
 				if !bytes.Contains([]byte(link), []byte(want)) {
 					t.Errorf("Link lacks %s\nin %s", want, link)

@@ -76,8 +76,9 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 	if res.Created {
 		status = http.StatusCreated
 	}
-	s.setCorrespondenceHeaders(w, r, ev.RepositoryID, ev.ThreadID, linkSet{
-		self: s.publicBase(r) + "/v1/correspondence/events?" + repoQuery(ev.RepositoryID, ev.ThreadID), selfType: mediaVendorJSON,
+	sel := store.Selection{ProjectID: p.ProjectID, RepositoryID: ev.RepositoryID, ThreadID: ev.ThreadID}
+	s.setCorrespondenceHeaders(w, r, sel, linkSet{
+		self: s.publicBase(r) + "/v1/correspondence/events?" + selectionQuery(sel), selfType: mediaVendorJSON,
 	})
 	body, err := wire.MarshalAppend(out)
 	if err != nil {
@@ -265,11 +266,11 @@ func (s *Server) handleEventsGet(w http.ResponseWriter, r *http.Request, fixed s
 			return
 		}
 		s.serveProjectEvents(w, r, eventsRead{sel: store.Selection{ProjectID: pid}, after: after, afterStr: afterStr,
-			limit: limit, limitStr: q["limit"], media: media, topic: fixed != "", projectParam: q["project_id"] != ""})
+			limit: limit, limitStr: q["limit"], media: media, topic: fixed != ""})
 		return
 	}
 	s.serveEvents(w, r, eventsRead{
 		sel: store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}, after: after, afterStr: afterStr,
-		limit: limit, limitStr: q["limit"], media: media, topic: fixed != "", projectParam: q["project_id"] != "",
+		limit: limit, limitStr: q["limit"], media: media, topic: fixed != "",
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
+	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
 
@@ -34,7 +35,27 @@ func (s *Server) wakeTemplate(r *http.Request) string {
 	return s.publicBase(r) + "/v1/wake/voice?identity_id={identity_id}&keys=correspondence"
 }
 
-// repoQuery is the repository_id / thread_id selection shared by the links.
+// selectionQuery is the query every link built for a read carries:
+// project_id, repository_id and thread_id (the empty ones left out), in
+// the topics' canonical order. project_id is always there: an anonymous
+// reader of a public project needs it to follow the link (readProject),
+// a bearer's read accepts it when it names the bearer's project, and it
+// keeps two projects' selections of one repository_id apart (the Atom
+// feed id is the JSON URL).
+func selectionQuery(sel store.Selection) string {
+	v := url.Values{}
+	if sel.ProjectID != "" {
+		v.Set("project_id", sel.ProjectID)
+	}
+	v.Set("repository_id", sel.RepositoryID)
+	if sel.ThreadID != "" {
+		v.Set("thread_id", sel.ThreadID)
+	}
+	return v.Encode()
+}
+
+// repoQuery is the repository_id / thread_id selection without the
+// project (the web view's API links, read with the viewer's own token).
 func repoQuery(repositoryID, threadID string) string {
 	v := url.Values{}
 	v.Set("repository_id", repositoryID)
@@ -55,9 +76,9 @@ type linkSet struct {
 // carries: Link (self, alternate, voice, active-claims[, next], describedby),
 // Link-Template (live wake stream, RFC 9652 structured field), Vary and
 // Cache-Control (cacheControlPost for a POST, else cacheControlRead).
-func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request, repositoryID, threadID string, ls linkSet) {
+func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request, sel store.Selection, ls linkSet) {
 	base := s.publicBase(r)
-	q := repoQuery(repositoryID, threadID)
+	q := selectionQuery(sel)
 	h := w.Header()
 	var links []string
 	add := func(href, rel, typ string) {

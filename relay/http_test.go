@@ -315,10 +315,12 @@ func TestNegotiationAndHeaders(t *testing.T) {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
+	// self is the request's own URL; the other links name the project, so
+	// that they work without a token for a public project too.
 	wantLink := `<http://relay.test/v1/correspondence/events?repository_id=repo>; rel="self"; type="application/vnd.agenttool.correspondence+json", ` +
-		`<http://relay.test/v1/correspondence/events.atom?repository_id=repo>; rel="alternate"; type="application/atom+xml", ` +
-		`<http://relay.test/v1/correspondence/voice?repository_id=repo>; rel="https://agenttool.dev/rels/correspondence-voice"; type="application/vnd.agenttool.correspondence+json", ` +
-		`<http://relay.test/v1/correspondence/claims?repository_id=repo>; rel="https://agenttool.dev/rels/active-claims"; type="application/vnd.agenttool.correspondence+json", ` +
+		`<http://relay.test/v1/correspondence/events.atom?project_id=` + pid + `&repository_id=repo>; rel="alternate"; type="application/atom+xml", ` +
+		`<http://relay.test/v1/correspondence/voice?project_id=` + pid + `&repository_id=repo>; rel="https://agenttool.dev/rels/correspondence-voice"; type="application/vnd.agenttool.correspondence+json", ` +
+		`<http://relay.test/v1/correspondence/claims?project_id=` + pid + `&repository_id=repo>; rel="https://agenttool.dev/rels/active-claims"; type="application/vnd.agenttool.correspondence+json", ` +
 		`<http://relay.test/v1/profile>; rel="describedby"`
 	if got := h.Get("Link"); got != wantLink {
 		t.Errorf("Link =\n%s\nwant\n%s", got, wantLink)

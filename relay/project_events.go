@@ -46,7 +46,7 @@ func (s *Server) serveProjectEvents(w http.ResponseWriter, r *http.Request, in e
 		next := base + r.URL.Path + "?"
 		if in.topic {
 			next = self + "&"
-		} else if in.projectParam {
+		} else {
 			nq.Set("project_id", in.sel.ProjectID)
 		}
 		links = append(links, "<"+next+nq.Encode()+`>; rel="next"; type="`+in.media+`"`)

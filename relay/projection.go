@@ -65,7 +65,7 @@ func (s *Server) handleClaims(w http.ResponseWriter, r *http.Request) {
 		ProjectionStatus: statusOf(truncated, false), Truncated: truncated,
 		Claims: activeRows(snap.Claims),
 	}
-	s.writeProjection(w, r, media, repo, thread, out)
+	s.writeProjection(w, r, media, store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}, out)
 }
 
 // handleVoice serves the bounded coordination snapshot (spec §9).
@@ -124,7 +124,7 @@ func (s *Server) handleVoice(w http.ResponseWriter, r *http.Request) {
 	// A failed part is never presented as an empty complete one.
 	out.Truncated = truncated || more || unavailable
 	out.ProjectionStatus = statusOf(out.Truncated, unavailable)
-	s.writeProjection(w, r, media, repo, thread, out)
+	s.writeProjection(w, r, media, store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}, out)
 }
 
 // reconcileForRead does the read's bounded lineage work (spec §8) in its
@@ -158,7 +158,7 @@ func projectionErr(err error) error {
 // writeProjection ends a claims or voice read with the shared headers and
 // the exact JSON bytes under a strong ETag (304 on a match; HEAD without
 // body).
-func (s *Server) writeProjection(w http.ResponseWriter, r *http.Request, media, repo, thread string, out any) {
+func (s *Server) writeProjection(w http.ResponseWriter, r *http.Request, media string, sel store.Selection, out any) {
 	body, err := marshalJSON(out)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -166,9 +166,9 @@ func (s *Server) writeProjection(w http.ResponseWriter, r *http.Request, media, 
 	}
 	base := s.publicBase(r)
 	self := selfURL(r, base)
-	s.setCorrespondenceHeaders(w, r, repo, thread, linkSet{
+	s.setCorrespondenceHeaders(w, r, sel, linkSet{
 		self: self, selfType: media,
-		alternate: base + "/v1/correspondence/events.atom?" + repoQuery(repo, thread), alternateType: mediaAtom,
+		alternate: base + "/v1/correspondence/events.atom?" + selectionQuery(sel), alternateType: mediaAtom,
 	})
 	s.writeRepresentation(w, r, media, body)
 }

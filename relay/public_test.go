@@ -414,3 +414,98 @@ func TestFeedCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// linkTargets parses a Link header's targets by rel (RFC 8288; the relay
+// percent-encodes its URLs, so no target holds a comma or '>').
+func linkTargets(t *testing.T, field string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, l := range strings.Split(field, ", <") {
+		href, params, ok := strings.Cut(strings.TrimPrefix(l, "<"), ">")
+		_, rel, _ := strings.Cut(params, `rel="`)
+		rel, _, _ = strings.Cut(rel, `"`)
+		if !ok || rel == "" {
+			t.Fatalf("malformed link %q in %s", l, field)
+		}
+		out[rel] = href
+	}
+	return out
+}
+
+// TestPublicProjectLinksFollow: every link a public project's read gives
+// an anonymous reader (Link header and Atom <link>s, next pages too) works
+// for that reader without a token, and two public projects with the same
+// repository_id have different Atom feed ids.
+func TestPublicProjectLinksFollow(t *testing.T) {
+	e := newEnv(t)
+	pub, pubTok := e.newProjectVisible("public")
+	other, otherTok := e.newProjectVisible("public")
+	for _, p := range []struct{ pid, tok string }{{pub, pubTok}, {other, otherTok}} {
+		a := e.newAgent(p.pid, p.tok)
+		mustStatus(t, e.post(a, a.intent("repo", "one")), 201)
+		mustStatus(t, e.post(a, a.intent("repo", "two")), 201)
+	}
+	follow := func(t *testing.T, from, rel, href string) {
+		t.Helper()
+		path, ok := strings.CutPrefix(href, "http://relay.test")
+		if !ok {
+			t.Fatalf("%s: rel %q target %q is not on the relay", from, rel, href)
+		}
+		if r := e.do("GET", path, "", nil); r.Status != 200 {
+			t.Errorf("%s: rel %q → GET %s without a token: %d %s", from, rel, path, r.Status, r.Body)
+		}
+	}
+	for _, read := range []string{
+		"/v1/correspondence/events.atom?project_id=" + pub + "&repository_id=repo",
+		"/v1/correspondence/events.atom?project_id=" + pub + "&repository_id=repo&limit=1",
+		"/v1/correspondence/events.json?project_id=" + pub + "&repository_id=repo&limit=1",
+		"/v1/correspondence/events?project_id=" + pub + "&repository_id=repo&limit=1",
+		"/v1/correspondence/claims?project_id=" + pub + "&repository_id=repo",
+		"/v1/correspondence/voice?project_id=" + pub + "&repository_id=repo",
+	} {
+		t.Run(read, func(t *testing.T) {
+			r := e.do("GET", read, "", nil)
+			mustStatus(t, r, 200)
+			links := linkTargets(t, r.Header.Get("Link"))
+			for _, rel := range []string{"self", "alternate", "https://agenttool.dev/rels/correspondence-voice", "https://agenttool.dev/rels/active-claims"} {
+				if links[rel] == "" {
+					t.Errorf("no rel %q in %s", rel, r.Header.Get("Link"))
+				}
+			}
+			if strings.Contains(read, "limit=1") && links["next"] == "" {
+				t.Errorf("no rel next in %s", r.Header.Get("Link"))
+			}
+			for rel, href := range links {
+				if rel == "hub" { // WebSub's POST endpoint (its GET is 405)
+					continue
+				}
+				follow(t, "Link", rel, href)
+			}
+			if !strings.Contains(read, ".atom") {
+				return
+			}
+			feed, err := (&gatom.Parser{}).Parse(bytes.NewReader(r.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range feed.Links {
+				if l.Rel != "hub" {
+					follow(t, "Atom", l.Rel, l.Href)
+				}
+			}
+		})
+	}
+
+	feedID := func(pid string) string {
+		r := e.do("GET", "/v1/correspondence/events.atom?project_id="+pid+"&repository_id=repo", "", nil)
+		mustStatus(t, r, 200)
+		feed, err := (&gatom.Parser{}).Parse(bytes.NewReader(r.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return feed.ID
+	}
+	if a, b := feedID(pub), feedID(other); a == b || !strings.Contains(a, pub) || !strings.Contains(b, other) {
+		t.Errorf("feed ids %q and %q: want one per project", a, b)
+	}
+}

@@ -42,8 +42,9 @@ func (s *Server) Handler() http.Handler {
 	// GET is outside the bearer check.
 	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
 	// A peer link's WebSub callback: the hub sends no bearer; the link
-	// checks the challenge and each delivery's HMAC (relay/peers.go).
-	m.HandleFunc(CallbackPath+"{peer_id}", s.handleFederationCallback).Methods("GET", "POST")
+	// checks the challenge and each delivery's HMAC (relay/peers.go); a
+	// refused verification is the JSON 404 (relay/callback.go).
+	m.HandleFunc(CallbackPath+"{peer_id}", s.handlePeerCallback).Methods("GET", "POST")
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 
 	// Live web view (relay/ui.go): a session cookie from the sign-in form,

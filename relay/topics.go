@@ -39,8 +39,6 @@ type eventsRead struct {
 	// links (spec/websub.md "Topics"); without after, the Atom topic is
 	// RFC 5005's current document.
 	topic bool
-	// projectParam: the request named project_id; next links keep it.
-	projectParam bool
 }
 
 func topicOf(sel store.Selection, media string) hub.Topic {
@@ -99,7 +97,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 		return
 	}
 	base := s.publicBase(r)
-	sel := repoQuery(repo, thread)
+	sel := selectionQuery(in.sel)
 	jsonURL := base + "/v1/correspondence/events?" + sel
 	atomURL := base + "/v1/correspondence/events.atom?" + sel
 	self := selfURL(r, base)
@@ -125,12 +123,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 		if in.topic {
 			ls.next = self + "&" + nq.Encode()
 		} else {
+			nq.Set("project_id", in.sel.ProjectID)
 			nq.Set("repository_id", repo)
 			if thread != "" {
 				nq.Set("thread_id", thread)
-			}
-			if in.projectParam {
-				nq.Set("project_id", in.sel.ProjectID)
 			}
 			ls.next = base + r.URL.Path + "?" + nq.Encode()
 		}
@@ -140,7 +136,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 	} else {
 		ls.alternate, ls.alternateType = atomURL, mediaAtom
 	}
-	s.setCorrespondenceHeaders(w, r, repo, thread, ls)
+	s.setCorrespondenceHeaders(w, r, in.sel, ls)
 
 	var body []byte
 	if in.media == mediaAtom {

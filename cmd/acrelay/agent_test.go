@@ -212,7 +212,9 @@ func TestDemoAgainstRealRelay(t *testing.T) {
 		"voice: overlapping claims sha256:",
 		"generation 2 is conflicted with 1 competing tip(s)",
 		url + "/v1/correspondence/voice?repository_id=repo%3Aexample.com%2Fdemo",
-		"/v1/correspondence/events.atom?repository_id=repo%3Aexample.com%2Fdemo",
+		// The relay's alternate link, which names the project.
+		"/v1/correspondence/events.atom?project_id=",
+		"&repository_id=repo%3Aexample.com%2Fdemo\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

@@ -174,8 +174,9 @@ func applyConfig(cmd *cobra.Command) error {
 		if err != nil || f.Changed || !configurable(f) || (!fromFile[f.Name] && !fromEnv[f.Name]) {
 			return
 		}
-		v := configString(k.Get(f.Name))
-		if f.Value.Set(v) == nil {
+		raw := k.Get(f.Name)
+		v := configString(raw)
+		if setConfigValue(f, raw, v) {
 			return
 		}
 		env, secret := flagEnv(f)
@@ -203,6 +204,36 @@ func configString(v any) string {
 		return strings.Join(s, ",")
 	}
 	return fmt.Sprint(v)
+}
+
+// setConfigValue sets f from a layered value raw (v is its string form).
+// A list flag (pflag.SliceValue: stringSlice, stringArray, …) takes a
+// YAML list, as config print writes it, as the list itself: [] (or null)
+// is none, and an item may hold a comma. A string, and every value of
+// another flag, is parsed as on the command line.
+func setConfigValue(f *pflag.Flag, raw any, v string) bool {
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		if _, isList := raw.([]any); isList || raw == nil {
+			l, ok := configList(raw)
+			return ok && sv.Replace(l) == nil
+		}
+	}
+	return f.Value.Set(v) == nil
+}
+
+// configList is a YAML list of scalars as strings, null as none. ok is
+// false when an item is a list, a map or null.
+func configList(v any) (l []string, ok bool) {
+	items, _ := v.([]any)
+	l = make([]string, len(items))
+	for i, x := range items {
+		switch x.(type) {
+		case []any, map[string]any, nil:
+			return nil, false
+		}
+		l[i] = fmt.Sprint(x)
+	}
+	return l, true
 }
 
 // newConfigCmd is `acrelay config print`: serve's effective settings, as a
@@ -240,8 +271,13 @@ func printConfig(w io.Writer, fs *pflag.FlagSet) error {
 		if err != nil || !configurable(f) {
 			return
 		}
+		_, secret := flagEnv(f)
+		if sv, ok := f.Value.(pflag.SliceValue); ok && !secret {
+			_, err = fmt.Fprintf(w, "%s: %s\n", f.Name, yamlList(sv.GetSlice()))
+			return
+		}
 		v := f.Value.String()
-		if _, secret := flagEnv(f); secret && v != "" {
+		if secret && v != "" {
 			v = redactSecret(v)
 		}
 		_, err = fmt.Fprintf(w, "%s: %s\n", f.Name, yamlScalar(f, v))
@@ -270,4 +306,15 @@ func yamlScalar(f *pflag.Flag, v string) string {
 		return v
 	}
 	return strconv.Quote(v)
+}
+
+// yamlList spells a list flag's values as a YAML flow sequence of quoted
+// strings, [] for none, which applyConfig reads back as the same list
+// (String() would print "[a,b]", which reads back as one value "[a,b]").
+func yamlList(l []string) string {
+	q := make([]string, len(l))
+	for i, v := range l {
+		q[i] = strconv.Quote(v)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }

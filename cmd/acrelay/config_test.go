@@ -3,10 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // configCmd is a fresh `acrelay config` with the root's pre-run, so flags
@@ -86,6 +88,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"nested key", "matrix:\n  homeserver: https://m.example\n", []string{`unknown key "matrix.homeserver"`}},
 		{"bad duration", "courier-lease: soon\n", []string{`key "courier-lease"`, `"soon"`, "Go duration"}},
 		{"bad integer", "sqlite-max-batch: many\n", []string{`key "sqlite-max-batch"`, "integer"}},
+		{"list of maps", "websub-publish-hub: [{url: http://127.0.0.1:1/hub}]\n", []string{`key "websub-publish-hub"`, "list of strings"}},
 		{"missing secret file", "operator-token-file: /nonexistent/token\n", []string{`key "operator-token-file"`, "cannot read"}},
 		{"not yaml", "addr: [\n", []string{"--config"}},
 	}
@@ -112,5 +115,62 @@ func TestConfigInvalid(t *testing.T) {
 	serve.PersistentPreRunE = applyEnv
 	if _, _, err := runAgent(t, serve, "", "--data-dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("ACRELAY_CONFIG naming no file: %v", err)
+	}
+}
+
+// TestConfigPrintRoundTrip: `config print` is a configuration file that
+// reads back through --config as the same effective configuration, list
+// flags included: 0, 1 or 2 hubs (one with a comma) stay that list, and
+// none is none (not a hub named "[]", which would start the publisher).
+func TestConfigPrintRoundTrip(t *testing.T) {
+	t.Setenv("ACRELAY_WEBSUB_PUBLISH_HUBS", "")
+	body := func(out string) string { _, rest, _ := strings.Cut(out, "\n"); return rest } // past the "# effective" line
+	for _, tc := range []struct {
+		name, file string
+		hubs       []string
+		line       string
+	}{
+		{"no hubs", "addr: 127.0.0.1:9999\n", []string{}, `websub-publish-hub: []`},
+		{"empty list", "websub-publish-hub: []\n", []string{}, `websub-publish-hub: []`},
+		{"one hub", "websub-publish-hub: [http://127.0.0.1:1/hub]\n", []string{"http://127.0.0.1:1/hub"},
+			`websub-publish-hub: ["http://127.0.0.1:1/hub"]`},
+		{"two hubs", "websub-publish-hub:\n  - http://127.0.0.1:1/hub\n  - \"https://hub.example/a,b\"\n",
+			[]string{"http://127.0.0.1:1/hub", "https://hub.example/a,b"},
+			`websub-publish-hub: ["http://127.0.0.1:1/hub", "https://hub.example/a,b"]`},
+		{"comma-separated string", "websub-publish-hub: http://127.0.0.1:1/hub,http://127.0.0.1:2/hub\n",
+			[]string{"http://127.0.0.1:1/hub", "http://127.0.0.1:2/hub"},
+			`websub-publish-hub: ["http://127.0.0.1:1/hub", "http://127.0.0.1:2/hub"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, _, err := runAgent(t, configCmd(), "", "print", "--config", writeFile(t, "acrelay.yaml", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(first, "\n"+tc.line+"\n") {
+				t.Errorf("config print lacks %q:\n%s", tc.line, first)
+			}
+			printed := writeFile(t, "printed.yaml", first)
+			second, _, err := runAgent(t, configCmd(), "", "print", "--config", printed)
+			if err != nil {
+				t.Fatalf("config print does not read back: %v\n%s", err, first)
+			}
+			if body(second) != body(first) {
+				t.Errorf("read back differs:\n%s\nwant\n%s", second, first)
+			}
+			// What serve runs with.
+			serve := newServeCmd()
+			serve.PersistentPreRunE = applyEnv
+			var got []string
+			serve.RunE = func(cmd *cobra.Command, _ []string) error {
+				got = cmd.Flags().Lookup("websub-publish-hub").Value.(pflag.SliceValue).GetSlice()
+				return nil
+			}
+			if _, _, err := runAgent(t, serve, "", "--config", printed); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.hubs) {
+				t.Errorf("serve --config runs with hubs %q, want %q", got, tc.hubs)
+			}
+		})
 	}
 }

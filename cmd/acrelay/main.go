@@ -181,5 +181,8 @@ func wantValue(f *pflag.Flag) string {
 	case "duration":
 		return "a Go duration such as " + f.DefValue
 	}
+	if _, ok := f.Value.(pflag.SliceValue); ok {
+		return "a comma-separated list of strings (in --config, also a YAML list)"
+	}
 	return "a " + f.Value.Type()
 }
