@@ -34,15 +34,21 @@
 //     page is fetched again later; it is never skipped. Received_seq must
 //     grow strictly within and across pages; a page that does not (or that
 //     claims more but brings nothing) ends the round. A round reads at most
-//     MaxPagesPerRound pages, and a page body is read up to MaxPageBytes
-//     under a timeout, so a page that never ends costs bounded time and
-//     memory and the link retries on its next round.
+//     MaxPagesPerRound pages (a round that ends there with the remote
+//     still having more is followed by the next at once, without the poll
+//     wait), and a page body is read up to MaxPageBytes under a timeout,
+//     so a page that never ends costs bounded time and memory and the
+//     link retries on its next round.
 //   - Live records. WebSub deliveries (client.WebSubSubscriber: the hub's
 //     challenge and the X-Hub-Signature HMAC are checked there) are
 //     appended at once but never move the cursor; backfill polls every
 //     PollInterval while the subscription is not active and every
 //     IdlePollInterval while it is, re-subscribing at three quarters of
-//     the granted lease. The subscriber's secret lives in the process that
+//     the granted lease. A subscription whose lease ends without a
+//     verified renewal (the remote was unreachable for each) has lapsed:
+//     the link status says "expired", a backfill round starts at once and
+//     polls every PollInterval, and the link re-subscribes every
+//     PollInterval until the remote verifies again. The subscriber's secret lives in the process that
 //     holds the lease: a delivery that reaches another process (or arrives
 //     after a restart, before the new subscription is verified) is
 //     acknowledged and dropped by the subscriber, and backfill brings the

@@ -278,11 +278,17 @@ func (m *Manager) Status(peerID string) any {
 	return &s
 }
 
+// SubscriptionExpired is LinkStatus.Subscription of a subscription that
+// was verified but whose lease ended before a renewal was: the remote's hub
+// no longer delivers, backfill polls every PollInterval, and the link keeps
+// re-subscribing every PollInterval until the remote verifies again.
+const SubscriptionExpired = "expired"
+
 // LinkStatus reports one running link.
 type LinkStatus struct {
 	Running      bool   `json:"running"`
 	RemoteCursor string `json:"remote_cursor"` // the remote received_seq up to which every record was handled
-	Subscription string `json:"subscription"`  // client.WebSub* state, "" before the first request
+	Subscription string `json:"subscription"`  // client.WebSub* state or SubscriptionExpired, "" before the first request
 	Stored       int64  `json:"stored"`        // records appended here
 	Duplicates   int64  `json:"duplicates"`    // records already stored (no-ops)
 	Refused      int64  `json:"refused"`       // records refused: never stored

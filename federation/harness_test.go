@@ -42,6 +42,9 @@ var ctx = context.Background()
 // timing of the test relays: short polls and leases.
 type timing struct {
 	poll, idlePoll, keys, subLease time.Duration
+	// transport, when set, carries the link's requests to remotes (a
+	// test's partition).
+	transport http.RoundTripper
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -119,7 +122,7 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	fed := federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{PublicURL: public, Holder: holder,
 		LeaseTTL: 3 * time.Second, PollInterval: tm.poll, IdlePollInterval: tm.idlePoll, KeysInterval: tm.keys,
 		SubscriptionLease: tm.subLease, Logger: log,
-		HTTP: &http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
+		HTTP: &http.Client{Timeout: 2 * time.Second, Transport: tm.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorToken: operatorToken, Logger: log, Hub: h,
 		TokenRevoked: h.DenyRevoked, Peers: fed})
 	hs := httptest.NewUnstartedServer(srv.Handler())

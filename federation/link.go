@@ -104,15 +104,23 @@ func (l *link) status() LinkStatus {
 		Duplicates: l.duplicates.Load(), Refused: l.refused.Load(), KeysImported: l.keysImported.Load(), LastError: l.lastErr}
 	if s, ok := l.sub.Subscription(l.topic); ok {
 		st.Subscription = s.State
+		if s.State == client.WebSubActive && time.Since(s.VerifiedAt) >= s.Lease {
+			// The hub's lease ended without a renewal verified (the remote
+			// was unreachable): it delivers no more; backfill polls.
+			st.Subscription = SubscriptionExpired
+		}
 	}
 	return st
 }
 
-// subscribed reports whether the WebSub subscription is verified and its
-// lease not over.
-func (l *link) subscribed() bool {
+// subscribed returns how long the WebSub subscription's lease has left
+// (0 when it is not verified or its lease is over).
+func (l *link) subscribed() time.Duration {
 	s, ok := l.sub.Subscription(l.topic)
-	return ok && s.State == client.WebSubActive && time.Since(s.VerifiedAt) < s.Lease
+	if !ok || s.State != client.WebSubActive {
+		return 0
+	}
+	return max(s.Lease-time.Since(s.VerifiedAt), 0)
 }
 
 // runSubscription subscribes to the remote's topic and renews at three
@@ -178,7 +186,7 @@ func (l *link) runBackfill(ctx context.Context) {
 				lastKeys = time.Now()
 			}
 		}
-		err := l.backfill(ctx)
+		more, err := l.backfill(ctx)
 		if errors.Is(err, store.ErrLeaseLost) {
 			l.log.Info("federation: lease lost; the link stops")
 			l.m.Refresh(l.peer.ProjectID)
@@ -191,15 +199,49 @@ func (l *link) runBackfill(ctx context.Context) {
 		if err != nil {
 			l.log.Warn("federation: backfill", "err", err)
 		}
-		wait := l.m.opt.PollInterval
-		if err == nil && l.subscribed() {
-			wait = l.m.opt.IdlePollInterval
+		if more && err == nil {
+			continue // the round ended at MaxPagesPerRound with progress: the next one starts now
+		}
+		kicked, ok := l.pause(ctx, err == nil && l.subscribed() > 0)
+		if !ok {
+			return
+		}
+		if kicked {
+			lastKeys = time.Time{}
+		}
+	}
+}
+
+// pause waits before the next backfill round: PollInterval, or
+// IdlePollInterval while subscribed. A subscription whose lease ends
+// without a verified renewal (the remote was unreachable for each) has
+// lapsed: the remote's hub delivers nothing more, so the round starts at
+// once and backfill falls back to PollInterval until the link subscribes
+// again. kicked reports a registry sync asked for; ok is false when ctx
+// ended.
+func (l *link) pause(ctx context.Context, idle bool) (kicked, ok bool) {
+	deadline := time.Now().Add(l.m.opt.PollInterval)
+	if idle {
+		deadline = time.Now().Add(l.m.opt.IdlePollInterval)
+	}
+	for {
+		wait := time.Until(deadline)
+		if idle {
+			left := l.subscribed()
+			if left == 0 {
+				l.log.Info("federation: subscription lapsed; polling")
+				return false, true
+			}
+			wait = min(wait, left+10*time.Millisecond)
+		}
+		if wait <= 0 {
+			return false, true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false, false
 		case <-l.kick:
-			lastKeys = time.Time{}
+			return true, true
 		case <-time.After(wait):
 		}
 	}
@@ -360,8 +402,10 @@ var errTemporary = errors.New("temporary append failure")
 
 // backfill reads pages after the cursor until the remote has no more, at
 // most MaxPagesPerRound, advancing the cursor over each page's contiguous
-// handled prefix.
-func (l *link) backfill(ctx context.Context) error {
+// handled prefix. more is true when the round ended at MaxPagesPerRound
+// with the remote still having more: a long history is read round after
+// round without waiting for the poll interval between them.
+func (l *link) backfill(ctx context.Context) (more bool, err error) {
 	synced := false
 	for range MaxPagesPerRound {
 		l.mu.Lock()
@@ -376,14 +420,14 @@ func (l *link) backfill(ctx context.Context) error {
 		}
 		status, _, body, err := l.remoteGet(ctx, l.peer.RemoteURL+"/v1/correspondence/events?"+q.Encode(), "")
 		if err != nil {
-			return fmt.Errorf("events page: %w", err)
+			return false, fmt.Errorf("events page: %w", err)
 		}
 		if status != http.StatusOK {
-			return fmt.Errorf("events page: remote answered %d", status)
+			return false, fmt.Errorf("events page: remote answered %d", status)
 		}
 		var page eventsPage
 		if err := json.Unmarshal(body, &page); err != nil {
-			return fmt.Errorf("events page: %w", err)
+			return false, fmt.Errorf("events page: %w", err)
 		}
 		handled := cursor
 		var pageErr error
@@ -410,23 +454,23 @@ func (l *link) backfill(ctx context.Context) error {
 		}
 		if handled > cursor {
 			if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, handled); err != nil {
-				return err
+				return false, err
 			}
 			l.mu.Lock()
 			l.cursor = handled
 			l.mu.Unlock()
 		}
 		if pageErr != nil {
-			return pageErr
+			return false, pageErr
 		}
 		if !page.Page.HasMore {
-			return nil
+			return false, nil
 		}
 		if handled == cursor {
-			return errors.New("events page: has_more without records")
+			return false, errors.New("events page: has_more without records")
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // errUnknownKey: the record's key is not (yet) known here.
