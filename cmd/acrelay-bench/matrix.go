@@ -54,6 +54,16 @@ type matrixBenchConfig struct {
 	RelayBin        string
 	DendriteBin     string
 	JSON            bool
+	// Rounds repeats every run, interleaved (courier, bound, per mode).
+	Rounds int
+	// ProfileDir, when set, receives CPU profiles of the relay and of
+	// Dendrite (PPROFLISTEN) during each throughput phase.
+	ProfileDir     string
+	ProfileSeconds int
+
+	dendritePprof string // set by runMatrixBench
+	dendritePid   int
+	round         int
 }
 
 type matrixResult struct {
@@ -64,6 +74,13 @@ type matrixResult struct {
 	VisibleP99    float64 `json:"visible_p99_ms,omitempty"`
 	PostP50       float64 `json:"post_p50_ms,omitempty"`
 	PostP99       float64 `json:"post_p99_ms,omitempty"`
+	// RelayCPU and DendriteCPU are each process's CPU time over the
+	// throughput phase's wall time (1 = one core busy).
+	RelayCPU float64 `json:"relay_cpu,omitempty"`
+	// Failed counts the courier's failed deliveries in the phase (each
+	// backs off and makes the next delivery reconcile).
+	Failed      int     `json:"failed_deliveries,omitempty"`
+	DendriteCPU float64 `json:"dendrite_cpu,omitempty"`
 }
 
 func newMatrixBenchCmd() *cobra.Command {
@@ -85,6 +102,9 @@ func newMatrixBenchCmd() *cobra.Command {
 	f.StringVar(&c.RelayBin, "relay-bin", "", "acrelay binary (default: beside this binary, else go build ./cmd/acrelay)")
 	f.StringVar(&c.DendriteBin, "dendrite-bin", dendritetest.BinDir(), "directory of the Dendrite v0.13.8 binaries (scripts/provision_dendrite.sh; ACRELAY_DENDRITE_BIN)")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
+	f.IntVar(&c.Rounds, "rounds", 1, "repeat every run this many times, interleaved (per mode: courier, bound)")
+	f.StringVar(&c.ProfileDir, "profile-dir", "", "save CPU profiles of the relay (--pprof-addr) and of Dendrite (PPROFLISTEN) from each throughput phase's start: relay-<mode>-r<round>.prof, dendrite-<mode>[-bound]-r<round>.prof")
+	f.IntVar(&c.ProfileSeconds, "profile-seconds", 10, "length of each CPU profile (keep it under the throughput phase)")
 	return cmd
 }
 
@@ -94,8 +114,21 @@ func runMatrixBench(ctx context.Context, c matrixBenchConfig, out io.Writer) err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if c.Events < 1 || c.Clients < 1 || c.LatencyEvents < 1 || c.Rate <= 0 {
-		return fmt.Errorf("--events, --clients, --latency-events and --rate must be positive")
+	if c.Events < 1 || c.Clients < 1 || c.LatencyEvents < 1 || c.Rate <= 0 || c.Rounds < 1 {
+		return fmt.Errorf("--events, --clients, --latency-events, --rate and --rounds must be positive")
+	}
+	if c.ProfileDir != "" {
+		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
+			return err
+		}
+		// Dendrite serves net/http/pprof when PPROFLISTEN is set; it
+		// inherits this process's environment.
+		addr, err := freeLoopback()
+		if err != nil {
+			return err
+		}
+		os.Setenv("PPROFLISTEN", addr)
+		c.dendritePprof = "http://" + addr
 	}
 	if err := dendritetest.Available(c.DendriteBin); err != nil {
 		return fmt.Errorf("%w: run scripts/provision_dendrite.sh or pass --dendrite-bin", err)
@@ -136,6 +169,7 @@ func runMatrixBench(ctx context.Context, c matrixBenchConfig, out io.Writer) err
 		return err
 	}
 	defer hs.Stop()
+	c.dendritePid = findPid(filepath.Join(hsDir, "dendrite.yaml"))
 	reader, err := hs.NewUser(ctx, "reader")
 	if err != nil {
 		return err
@@ -159,57 +193,179 @@ func runMatrixBench(ctx context.Context, c matrixBenchConfig, out io.Writer) err
 			fmt.Fprintln(out, string(b))
 			return
 		}
-		fmt.Fprintf(out, "%-34s %5d records  %7.1f records/s  visible p50 %6.1f ms p99 %6.1f ms  POST p50 %5.2f ms p99 %5.2f ms\n",
-			r.Label, r.Records, r.RecordsPerSec, r.VisibleP50, r.VisibleP99, r.PostP50, r.PostP99)
+		fmt.Fprintf(out, "%-34s %5d records  %7.1f records/s  visible p50 %6.1f ms p99 %6.1f ms  POST p50 %5.2f ms p99 %5.2f ms  cpu relay %.2f dendrite %.2f  failed %d\n",
+			r.Label, r.Records, r.RecordsPerSec, r.VisibleP50, r.VisibleP99, r.PostP50, r.PostP99, r.RelayCPU, r.DendriteCPU, r.Failed)
 	}
-	// The courier off: the paced load's POST latency alone.
-	off, err := matrixRelayRun(ctx, c, bin, nil, nil, nil, reader, "courier off")
-	if err != nil {
-		return err
-	}
-	show(off.lat)
-	modes := []struct {
+	type modeRun struct {
 		name string
 		args []string
 		env  []string
 		cli  *mautrix.Client
-	}{
-		{"appservice", []string{"--matrix-homeserver", hs.URL, "--matrix-registration", regPath}, nil, asCli},
-		{"bot", []string{"--matrix-homeserver", hs.URL, "--matrix-user-id", bot.UserID.String()}, []string{"ACRELAY_MATRIX_ACCESS_TOKEN=" + bot.AccessToken}, botCli},
+		sink string // appservice mode: Dendrite pushes the room's events to the relay; the bound's listener takes them
 	}
+	modes := []modeRun{
+		{"appservice", []string{"--matrix-homeserver", hs.URL, "--matrix-registration", regPath}, nil, asCli, asAddr},
+		{"bot", []string{"--matrix-homeserver", hs.URL, "--matrix-user-id", bot.UserID.String()}, []string{"ACRELAY_MATRIX_ACCESS_TOKEN=" + bot.AccessToken}, botCli, ""},
+	}
+	ratios := map[string][]float64{}
+	onP99 := map[string][]float64{}
+	var offPost []time.Duration
+	onPost := map[string][]time.Duration{}
+	for round := 1; round <= c.Rounds; round++ {
+		c.round = round
+		// The courier off: the paced load's POST latency alone.
+		off, err := matrixRelayRun(ctx, c, bin, nil, nil, nil, reader, "courier off")
+		if err != nil {
+			return err
+		}
+		show(off.lat)
+		offPost = append(offPost, off.post...)
+		for _, m := range modes {
+			// Odd rounds run the courier first, even rounds the bound, so
+			// a drift of the machine or of Dendrite favours neither.
+			var res, bound matrixPair
+			for i := range 2 {
+				var p matrixPair
+				var err error
+				if (i == 0) == (round%2 == 1) {
+					p, err = matrixRelayRun(ctx, c, bin, m.args, m.env, m.cli, reader, m.name)
+					res = p
+				} else {
+					p, err = matrixBound(ctx, c, m.cli, reader, m.name, m.sink)
+					bound = p
+				}
+				if err != nil {
+					return err
+				}
+				for _, r := range p.split() {
+					show(r)
+				}
+			}
+			ratio := res.tput.RecordsPerSec / bound.tput.RecordsPerSec
+			ratios[m.name] = append(ratios[m.name], ratio)
+			onP99[m.name] = append(onP99[m.name], res.lat.PostP99)
+			onPost[m.name] = append(onPost[m.name], res.post...)
+			if c.JSON {
+				b, _ := json.Marshal(map[string]any{"round": round, "comparison": m.name + " courier / bare mautrix loop", "ratio": float64(int(ratio*1000)) / 1000,
+					"post_p99_on_over_off": float64(int(res.lat.PostP99/off.lat.PostP99*1000)) / 1000})
+				fmt.Fprintln(out, string(b))
+			} else {
+				fmt.Fprintf(out, "round %d %s: courier / bare loop = %.2f; POST p99 on / off = %.2f\n", round, m.name, ratio, res.lat.PostP99/off.lat.PostP99)
+			}
+		}
+	}
+	// Over every round: the ratios' median, and POST p50/p99 of all paced
+	// samples pooled.
 	for _, m := range modes {
-		res, err := matrixRelayRun(ctx, c, bin, m.args, m.env, m.cli, reader, m.name)
-		if err != nil {
-			return err
-		}
-		for _, r := range res.split() {
-			show(r)
-		}
-		var sink string // appservice mode: Dendrite pushes the room's events to the relay; the bound's listener takes them
-		if m.name == "appservice" {
-			sink = asAddr
-		}
-		bound, err := matrixBound(ctx, c, m.cli, reader, m.name, sink)
-		if err != nil {
-			return err
-		}
-		for _, r := range bound.split() {
-			show(r)
-		}
-		ratio := res.tput.RecordsPerSec / bound.tput.RecordsPerSec
+		r := slices.Clone(ratios[m.name])
+		slices.Sort(r)
+		line := map[string]any{"summary": m.name, "rounds": c.Rounds, "ratio_median": float64(int(r[len(r)/2]*1000)) / 1000,
+			"ratio_min": float64(int(r[0]*1000)) / 1000, "ratio_max": float64(int(r[len(r)-1]*1000)) / 1000,
+			"post_samples": len(onPost[m.name]), "post_p50_on_ms": pct(onPost[m.name], 50), "post_p99_on_ms": pct(onPost[m.name], 99),
+			"post_p50_off_ms": pct(offPost, 50), "post_p99_off_ms": pct(offPost, 99)}
 		if c.JSON {
-			b, _ := json.Marshal(map[string]any{"comparison": m.name + " courier / bare mautrix loop", "ratio": float64(int(ratio*1000)) / 1000,
-				"post_p99_on_over_off": float64(int(res.lat.PostP99/off.lat.PostP99*1000)) / 1000})
+			b, _ := json.Marshal(line)
 			fmt.Fprintln(out, string(b))
-		} else {
-			fmt.Fprintf(out, "%s: courier / bare loop = %.2f; POST p99 on / off = %.2f\n", m.name, ratio, res.lat.PostP99/off.lat.PostP99)
+			continue
 		}
+		fmt.Fprintf(out, "%s over %d rounds: courier / bare loop median %.2f (min %.2f, max %.2f); pooled POST (%d samples) p50 %.2f / %.2f ms, p99 %.2f / %.2f ms (on / off) = %.2f\n",
+			m.name, c.Rounds, r[len(r)/2], r[0], r[len(r)-1], len(onPost[m.name]), pct(onPost[m.name], 50), pct(offPost, 50),
+			pct(onPost[m.name], 99), pct(offPost, 99), pct(onPost[m.name], 99)/pct(offPost, 99))
 	}
 	return nil
 }
 
+// courierFailures is the relay's count of failed Matrix deliveries
+// (acrelay_courier_deliveries_total), -1 when unknown.
+func courierFailures(client *http.Client, url, opToken string) int {
+	req, _ := http.NewRequest("GET", url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	res, err := client.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, `acrelay_courier_deliveries_total{courier="matrix",outcome="failed"} `); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// findPid is the pid of the process whose command line holds arg (0 when
+// none): Dendrite's, found by its config path.
+func findPid(arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(arg)) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// phaseCPU measures the CPU share of the relay (pid, 0 for none) and
+// Dendrite over a phase, and profiles both when asked: start it at the
+// phase's start, call the returned func at its end.
+func phaseCPU(c matrixBenchConfig, relayPid int, relayPprof, label string) func(r *matrixResult) {
+	var profs []chan error
+	if c.ProfileDir != "" {
+		prof := func(url, name string) {
+			ch := make(chan error, 1)
+			profs = append(profs, ch)
+			go func() {
+				ch <- saveProfile(url, c.ProfileSeconds, filepath.Join(c.ProfileDir, fmt.Sprintf("%s-%s-r%d.prof", name, label, c.round)))
+			}()
+		}
+		if relayPprof != "" {
+			prof(relayPprof, "relay")
+			// An execution trace too: where the courier's wall time goes
+			// (go tool trace -pprof=net|syscall|sync).
+			ch := make(chan error, 1)
+			profs = append(profs, ch)
+			go func() {
+				ch <- saveURL(relayPprof+"/debug/pprof/trace?seconds="+strconv.Itoa(min(c.ProfileSeconds, 5)),
+					filepath.Join(c.ProfileDir, fmt.Sprintf("trace-%s-r%d.out", label, c.round)))
+			}()
+		}
+		if c.dendritePprof != "" {
+			prof(c.dendritePprof, "dendrite")
+		}
+	}
+	r0, _ := cpuTime(relayPid)
+	d0, _ := cpuTime(c.dendritePid)
+	t0 := time.Now()
+	return func(r *matrixResult) {
+		wall := time.Since(t0).Seconds()
+		if relayPid != 0 {
+			r1, _ := cpuTime(relayPid)
+			r.RelayCPU = (r1 - r0).Seconds() / wall
+		}
+		if c.dendritePid != 0 {
+			d1, _ := cpuTime(c.dendritePid)
+			r.DendriteCPU = (d1 - d0).Seconds() / wall
+		}
+		for _, ch := range profs {
+			if err := <-ch; err != nil {
+				fmt.Fprintln(os.Stderr, "cpu profile:", err)
+			}
+		}
+	}
+}
+
 // matrixPair is a throughput and a latency result of one configuration.
-type matrixPair struct{ tput, lat matrixResult }
+type matrixPair struct {
+	tput, lat matrixResult
+	post      []time.Duration // the paced POST latencies
+}
 
 func (p matrixPair) split() []matrixResult { return []matrixResult{p.tput, p.lat} }
 
@@ -341,6 +497,14 @@ func (s *benchSigner) event(i int) (string, []byte, error) {
 // when args is nil), binds a new room inviting reader, and measures the
 // throughput and the paced latency phases.
 func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, env []string, courier, reader *mautrix.Client, name string) (matrixPair, error) {
+	var pprofURL string
+	if c.ProfileDir != "" && args != nil {
+		addr, err := freeLoopback()
+		if err != nil {
+			return matrixPair{}, err
+		}
+		args, pprofURL = append(slices.Clone(args), "--pprof-addr", addr), "http://"+addr
+	}
 	r, err := startMatrixRelay(ctx, bin, args, env)
 	if err != nil {
 		return matrixPair{}, err
@@ -377,7 +541,9 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 		if _, err := reader.JoinRoomByID(ctx, room); err != nil {
 			return matrixPair{}, err
 		}
-		if w, err = watch(ctx, reader, room); err != nil {
+		wctx, stop := context.WithCancel(ctx) // the watcher ends with the run
+		defer stop()
+		if w, err = watch(wctx, reader, room); err != nil {
 			return matrixPair{}, err
 		}
 	}
@@ -408,6 +574,7 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 				return matrixPair{}, err
 			}
 		}
+		cpu := phaseCPU(c, r.cmd.Process.Pid, pprofURL, name)
 		start := time.Now()
 		var next, errs int
 		var mu sync.Mutex
@@ -443,6 +610,8 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 			last = maxTime(last, seen[id])
 		}
 		p.tput = matrixResult{Label: label + " (throughput)", Records: len(ids), RecordsPerSec: float64(len(ids)) / last.Sub(start).Seconds()}
+		cpu(&p.tput)
+		p.tput.Failed = courierFailures(client, r.url, r.opToken)
 	}
 	// Latency: paced, one at a time.
 	var postLat, visLat []time.Duration
@@ -466,6 +635,7 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 	}
 	p.lat = matrixResult{Label: label + " (paced " + strconv.FormatFloat(c.Rate, 'f', -1, 64) + "/s)", Records: len(ids),
 		PostP50: pct(postLat, 50), PostP99: pct(postLat, 99)}
+	p.post = postLat
 	if w != nil {
 		seen, err := w.wait(ctx, ids, 2*time.Minute)
 		if err != nil {
@@ -477,7 +647,7 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 		p.lat.VisibleP50, p.lat.VisibleP99 = pct(visLat, 50), pct(visLat, 99)
 	}
 	if args == nil {
-		return matrixPair{lat: p.lat}, nil
+		return matrixPair{lat: p.lat, post: p.post}, nil
 	}
 	return p, nil
 }
@@ -521,6 +691,27 @@ func matrixBound(ctx context.Context, c matrixBenchConfig, cli, reader *mautrix.
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
 	}
+	if sink == "" {
+		// Bot mode: the courier's process long-polls /sync as the bot for
+		// submissions, so the homeserver answers a sync per send; the bound
+		// does the same, with the courier's filter.
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		resp, err := cli.SyncRequest(sctx, 0, "", matrix.SyncFilter(cli.UserID), false, event.PresenceOffline)
+		if err != nil {
+			return matrixPair{}, err
+		}
+		go func(since string) {
+			for sctx.Err() == nil {
+				resp, err := cli.SyncRequest(sctx, 30000, since, matrix.SyncFilter(cli.UserID), false, event.PresenceOffline)
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				since = resp.NextBatch
+			}
+		}(resp.NextBatch)
+	}
 	room, err := matrix.CreateRoom(ctx, cli, "bench bound", []id.UserID{reader.UserID})
 	if err != nil {
 		return matrixPair{}, err
@@ -528,7 +719,9 @@ func matrixBound(ctx context.Context, c matrixBenchConfig, cli, reader *mautrix.
 	if _, err := reader.JoinRoomByID(ctx, room); err != nil {
 		return matrixPair{}, err
 	}
-	w, err := watch(ctx, reader, room)
+	wctx, stop := context.WithCancel(ctx) // the watcher ends with the run
+	defer stop()
+	w, err := watch(wctx, reader, room)
 	if err != nil {
 		return matrixPair{}, err
 	}
@@ -557,6 +750,7 @@ func matrixBound(ctx context.Context, c matrixBenchConfig, cli, reader *mautrix.
 	label := name + " bare mautrix loop"
 	var p matrixPair
 	ids := make([]string, c.Events)
+	cpu := phaseCPU(c, 0, "", name+"-bound")
 	start := time.Now()
 	for i := range ids {
 		if ids[i], err = send(i); err != nil {
@@ -572,6 +766,7 @@ func matrixBound(ctx context.Context, c matrixBenchConfig, cli, reader *mautrix.
 		last = maxTime(last, seen[id])
 	}
 	p.tput = matrixResult{Label: label + " (throughput)", Records: len(ids), RecordsPerSec: float64(len(ids)) / last.Sub(start).Seconds()}
+	cpu(&p.tput)
 	tick := time.NewTicker(time.Duration(float64(time.Second) / c.Rate))
 	defer tick.Stop()
 	var lat []time.Duration

@@ -110,6 +110,16 @@ func (in *Inbox) Accept(ctx context.Context, raws []json.RawMessage) error {
 	in.init()
 	evs := make([]*event.Event, 0, len(raws))
 	for _, r := range raws {
+		// Most pushed events are the courier's own record events and
+		// notices: read the type and sender first, and decode in full only
+		// a submission from someone else.
+		var head struct {
+			Type   string `json:"type"`
+			Sender string `json:"sender"`
+		}
+		if json.Unmarshal(r, &head) != nil || head.Type != EventTypeSubmit || head.Sender == in.Client.UserID.String() {
+			continue
+		}
 		var ev event.Event
 		if json.Unmarshal(r, &ev) != nil {
 			continue // not an event we can read: nothing to answer
@@ -148,7 +158,7 @@ func (in *Inbox) Sync(ctx context.Context) error {
 	}
 	failures := 0
 	for ctx.Err() == nil {
-		resp, err := in.Client.SyncRequest(ctx, 30000, since, "", since == "", event.PresenceOffline)
+		resp, err := in.Client.SyncRequest(ctx, 30000, since, SyncFilter(in.Client.UserID), since == "", event.PresenceOffline)
 		if err == nil {
 			var subs []store.MatrixSubmission
 			for room, jr := range resp.Rooms.Join {
@@ -183,6 +193,25 @@ func (in *Inbox) Sync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// SyncFilter is the inline filter of the bot's (self's) /sync: room timelines
+// carry only submissions from others (the homeserver neither reads nor
+// serializes the courier's own record events and notices for it), up to
+// 100 per room and sync; invites come regardless.
+func SyncFilter(self id.UserID) string {
+	f := map[string]any{
+		"room": map[string]any{
+			"timeline":     map[string]any{"types": []string{EventTypeSubmit}, "not_senders": []string{self.String()}, "limit": 100},
+			"state":        map[string]any{"types": []string{}},
+			"ephemeral":    map[string]any{"types": []string{}},
+			"account_data": map[string]any{"types": []string{}},
+		},
+		"presence":     map[string]any{"types": []string{}},
+		"account_data": map[string]any{"types": []string{}},
+	}
+	b, _ := json.Marshal(f)
+	return string(b)
 }
 
 // backoff is the n-th wait (n ≥ 1): exponential from initial up to max,
