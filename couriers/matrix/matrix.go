@@ -56,7 +56,16 @@ type Courier struct {
 	// ScanLimit bounds the room history read when reconciling (events);
 	// default 1000.
 	ScanLimit int
-	Logger    *slog.Logger
+	// SettleDelay is how long after this process's first delivery the
+	// first reconciliation waits, so that a send the previous process had
+	// in flight when it died has landed in the room (and in the
+	// homeserver's transaction-id cache) before the history is read and
+	// anything is re-sent; default 2s, negative none.
+	SettleDelay time.Duration
+	Logger      *slog.Logger
+
+	bornOnce sync.Once
+	born     time.Time
 
 	mu      sync.Mutex
 	trusted map[string]bool // binding id: what the store says is sent is all that was sent
@@ -132,6 +141,9 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 		sent[p.EventID+"\x00"+p.Part] = true
 	}
 	if !c.isTrusted(b.ID) {
+		if err := c.settle(ctx); err != nil {
+			return err
+		}
 		found, err := c.scan(ctx, room, todo[0].ReceivedSeq)
 		if err != nil {
 			return fmt.Errorf("reconcile: %w", err)
@@ -298,4 +310,26 @@ func RetryAfter(err error) time.Duration {
 		return ra.After
 	}
 	return 0
+}
+
+// settle waits, once per process start, until SettleDelay has passed since
+// the first delivery (see SettleDelay).
+func (c *Courier) settle(ctx context.Context) error {
+	c.bornOnce.Do(func() { c.born = time.Now() })
+	d := c.SettleDelay
+	if d == 0 {
+		d = 2 * time.Second
+	}
+	wait := d - time.Since(c.born)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

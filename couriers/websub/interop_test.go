@@ -81,7 +81,7 @@ func startNPMSubscriber(t *testing.T, hubURL, topic, token, secret string) *npmS
 // denied lines.
 func (s *npmSubscriber) next(t *testing.T, event string) map[string]string {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for {
 		select {
 		case l, ok := <-s.lines:
@@ -95,7 +95,7 @@ func (s *npmSubscriber) next(t *testing.T, event string) map[string]string {
 				return l
 			}
 		case <-timeout:
-			t.Fatalf("no %q from the npm subscriber in 30s", event)
+			t.Fatalf("no %q from the npm subscriber in 60s", event)
 		}
 	}
 }

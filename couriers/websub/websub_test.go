@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -51,13 +52,15 @@ func newWorld(t *testing.T, open teststore.Open) *world {
 		t.Fatal(err)
 	}
 	var srv *relay.Server
-	w.hub = hub.New(st, hub.Options{PublicURL: w.public, Guard: guard, Poll: 50 * time.Millisecond, RevokedCheck: -1,
+	// Logs go to the test's log: shown only when it fails.
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w.hub = hub.New(st, hub.Options{PublicURL: w.public, Guard: guard, Poll: 50 * time.Millisecond, RevokedCheck: -1, Logger: logger,
 		Authorize: func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
 		Refresh:   func(projectID string) { w.runner.Refresh(projectID) }})
-	w.runner = couriers.NewRunner(st, &websub.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: w.public, Denier: w.hub},
-		couriers.Options{Holder: "relay-1", LeaseTTL: 3 * time.Second, DeliveryTimeout: 2 * time.Second,
+	w.runner = couriers.NewRunner(st, &websub.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: w.public, Denier: w.hub, Logger: logger},
+		couriers.Options{Holder: "relay-1", Logger: logger, LeaseTTL: 3 * time.Second, DeliveryTimeout: 2 * time.Second,
 			Backoff: couriers.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
-	srv = relay.New(st, relay.Config{PublicURL: w.public, Hub: w.hub, TokenRevoked: w.hub.DenyRevoked})
+	srv = relay.New(st, relay.Config{PublicURL: w.public, Hub: w.hub, TokenRevoked: w.hub.DenyRevoked, Logger: logger})
 	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv.Handler()}}
 	hs.Start()
 	t.Cleanup(hs.Close)
@@ -481,4 +484,13 @@ func TestPublishPingsExternalHubs(t *testing.T) {
 			t.Fatalf("pings %v", pings)
 		}
 	})
+}
+
+// testWriter sends log lines to t.Log (kept only for a failing test).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
