@@ -247,7 +247,10 @@ func TestExportCourierResumesAfterRestart(t *testing.T) {
 	bin := acrelayBinary(t)
 	const op = "export-operator-token"
 	data, dir := t.TempDir(), t.TempDir()
-	args := []string{"--data-dir", data, "--export-dir", dir, "--courier-lease", "1s"}
+	// A lease that lapses under a loaded machine makes delivery at-least-once
+	// (a fenced cursor write is refused, the batch redelivered): 5 s keeps
+	// this test about the restart.
+	args := []string{"--data-dir", data, "--export-dir", dir, "--courier-lease", "5s"}
 	a := startRelay(t, bin, args, "ACRELAY_OPERATOR_TOKEN="+op)
 	p := registerProject(t, a.url, op)
 	file := filepath.Join(dir, p.id+".jsonl")
