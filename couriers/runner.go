@@ -593,6 +593,12 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 		if w.ctx.Err() != nil || !r.leasesSafe(time.Now()) {
 			return cursor, 0, nil
 		}
+		if cursor >= w.head {
+			// Caught up with the head known at spawn; records appended
+			// since raise the project's head, and the scheduler starts
+			// the target again — no read to learn that nothing is new.
+			return cursor, 0, nil
+		}
 		recs, err := r.records.after(w.ctx, r.st, w.projectID, cursor, r.opt.Batch, w.head)
 		if err != nil || len(recs) == 0 {
 			return cursor, 0, err
@@ -915,7 +921,8 @@ func (r *Runner) keepLeases(ctx context.Context, want <-chan wantReq, updates ch
 type recordCache struct {
 	mu      sync.Mutex
 	entries map[recordKey][]store.Record
-	order   []recordKey // insertion order, for eviction
+	order   []recordKey                 // insertion order, for eviction
+	loading map[recordKey]chan struct{} // a read in flight: others wait for it
 }
 
 type recordKey struct {
@@ -927,14 +934,38 @@ const recordCacheEntries = 64
 
 func (c *recordCache) after(ctx context.Context, st Store, projectID string, after int64, limit int, head int64) ([]store.Record, error) {
 	k := recordKey{projectID, after}
-	c.mu.Lock()
-	recs, ok := c.entries[k]
-	c.mu.Unlock()
-	if ok && len(recs) > 0 && (len(recs) >= limit || recs[len(recs)-1].ReceivedSeq >= head) {
-		if len(recs) > limit {
-			recs = recs[:limit]
+	for {
+		c.mu.Lock()
+		recs, ok := c.entries[k]
+		if ok && len(recs) > 0 && (len(recs) >= limit || recs[len(recs)-1].ReceivedSeq >= head) {
+			c.mu.Unlock()
+			if len(recs) > limit {
+				recs = recs[:limit]
+			}
+			return recs, nil
 		}
-		return recs, nil
+		wait, busy := c.loading[k]
+		if !busy {
+			if c.loading == nil {
+				c.loading = map[recordKey]chan struct{}{}
+			}
+			done := make(chan struct{})
+			c.loading[k] = done
+			c.mu.Unlock()
+			defer func() {
+				c.mu.Lock()
+				delete(c.loading, k)
+				c.mu.Unlock()
+				close(done)
+			}()
+			break
+		}
+		c.mu.Unlock()
+		select { // another worker is reading this batch: take its result
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	recs, err := st.RecordsAfter(ctx, projectID, after, limit)
 	if err != nil || len(recs) == 0 {
