@@ -279,7 +279,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer sub.Close()
 	updates := make(chan leaseUpdate, 1)
 	want := make(chan wantReq, 256)
-	kctx, stopKeeper := context.WithCancel(ctx)
+	// The keeper outlives Run's ctx: it must hold the leases until every
+	// worker has returned and the last cursor writes are committed (they
+	// are fenced), and only then release them.
+	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keeper sync.WaitGroup
 	keeper.Go(func() { r.keepLeases(kctx, want, updates) })
 	results := make(chan result, 64)

@@ -247,10 +247,7 @@ func TestExportCourierResumesAfterRestart(t *testing.T) {
 	bin := acrelayBinary(t)
 	const op = "export-operator-token"
 	data, dir := t.TempDir(), t.TempDir()
-	// A lease that lapses under a loaded machine makes delivery at-least-once
-	// (a fenced cursor write is refused, the batch redelivered): 5 s keeps
-	// this test about the restart.
-	args := []string{"--data-dir", data, "--export-dir", dir, "--courier-lease", "5s"}
+	args := []string{"--data-dir", data, "--export-dir", dir, "--courier-lease", "1s"}
 	a := startRelay(t, bin, args, "ACRELAY_OPERATOR_TOKEN="+op)
 	p := registerProject(t, a.url, op)
 	file := filepath.Join(dir, p.id+".jsonl")
@@ -267,6 +264,11 @@ func TestExportCourierResumesAfterRestart(t *testing.T) {
 	}
 	waitLines(t, file, ids, 5*time.Second)
 	if n := countLines(t, file); n != len(ids) {
+		b, _ := os.ReadFile(file)
+		for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			t.Logf("line %d: %.120s", i, line)
+		}
+		t.Logf("ids %v", ids)
 		t.Fatalf("%d lines for %d events after a clean restart", n, len(ids))
 	}
 	// Every line is the immutable record JSON.
