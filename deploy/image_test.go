@@ -1,0 +1,90 @@
+package deploy_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestImageHoldsStateAcrossRestart builds the release image from
+// deploy/Containerfile, runs it as its non-root user with a named volume,
+// posts an event, restarts the container and reads the same bytes back;
+// the image's HEALTHCHECK (acrelay healthcheck) passes on the running
+// container.
+func TestImageHoldsStateAcrossRestart(t *testing.T) {
+	p := newPodman(t)
+	const image = "localhost/acrelay:deploy-test"
+	p.buildImage(t, image)
+
+	// The image as built: its user, health check, entry point, and no shell.
+	cfg := p.must(t, "image", "inspect", "--format",
+		"{{.Config.User}}|{{json .Config.Healthcheck.Test}}|{{json .Config.Entrypoint}}|{{json .Config.Cmd}}", image)
+	want := `65532:65532|["CMD","/usr/local/bin/acrelay","healthcheck"]|["/usr/local/bin/acrelay"]|["serve","--addr","0.0.0.0:8080","--data-dir","/var/lib/acrelay","--log-format","json"]`
+	if got := strings.TrimSpace(cfg); got != want {
+		t.Fatalf("image config:\n got %s\nwant %s", got, want)
+	}
+	p.canRun(t, image)
+	if out, err := p.run("run", "--rm", "--no-healthcheck", "--entrypoint", "/bin/sh", image, "-c", "true"); err == nil {
+		t.Fatalf("the image has a shell: %s", out)
+	}
+
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	op := randomToken()
+	// The volume belongs to the image's user: podman (4.3) leaves a new
+	// named volume root-owned when the image's directory is empty, and
+	// the :U mount option did not change that here.
+	p.must(t, "volume", "create", "--opt", "o=uid=65532,gid=65532", "acrelay-data")
+	p.must(t, "run", "--detach", "--name", "relay", "--env", "ACRELAY_OPERATOR_TOKEN="+op,
+		"--volume", "acrelay-data:/var/lib/acrelay", "--publish", fmt.Sprintf("127.0.0.1:%d:8080", port), image)
+	logs := func() string { return p.logs("relay") }
+	waitHealthy(t, base, 60*time.Second, logs)
+
+	// user is the name in the image's /etc/passwd, huser the uid on the host
+	if got, want := strings.Fields(p.must(t, "top", "relay", "user", "huser", "comm")), []string{"USER", "HUSER", "COMMAND", "acrelay", "65532", "acrelay"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("podman top relay: got %q, want %q", got, want)
+	}
+	if out, err := p.run("healthcheck", "run", "relay"); err != nil {
+		t.Fatalf("podman healthcheck run relay: %v\n%s", err, out)
+	}
+
+	posted := postEvent(t, base, op)
+	p.must(t, "restart", "--time", "10", "relay")
+	waitHealthy(t, base, 60*time.Second, logs)
+	readBack(t, base, posted)
+	if !strings.Contains(logs(), `"msg":"relay listening"`) {
+		t.Fatalf("no JSON log line \"relay listening\" in the container's log:\n%s", logs())
+	}
+}
+
+// TestImageRecipesAgree: deploy/Dockerfile (multi-stage, for a registry)
+// and deploy/Containerfile (built here) take their tree from the same
+// script and end in the same instructions, from USER down.
+func TestImageRecipesAgree(t *testing.T) {
+	root := repoRoot(t)
+	tail := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i := strings.Index(s, "\nUSER ")
+		if i < 0 {
+			t.Fatalf("deploy/%s: no USER line", name)
+		}
+		return s[i:]
+	}
+	if a, b := tail("Dockerfile"), tail("Containerfile"); a != b {
+		t.Fatalf("deploy/Dockerfile and deploy/Containerfile differ from USER down:\n%s\n---\n%s", a, b)
+	}
+	df, err := os.ReadFile(filepath.Join(root, "deploy", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(df), "\nRUN deploy/image-root.sh /out/root\n") {
+		t.Fatal("deploy/Dockerfile's build stage does not run deploy/image-root.sh")
+	}
+}
