@@ -1,8 +1,13 @@
 package deploy_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,4 +92,58 @@ func TestImageRecipesAgree(t *testing.T) {
 	if !strings.Contains(string(df), "\nRUN deploy/image-root.sh /out/root\n") {
 		t.Fatal("deploy/Dockerfile's build stage does not run deploy/image-root.sh")
 	}
+}
+
+// TestImageBinaryReproducible: deploy/image-root.sh run from a copy of the
+// source in another directory (as deploy/Dockerfile's build stage runs it
+// in /src) writes the same binary, byte for byte, as run from this
+// checkout: the two image recipes ship the same bytes given the same Go
+// release.
+func TestImageBinaryReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds acrelay twice; skipped with -short")
+	}
+	root := repoRoot(t)
+	files, err := exec.Command("git", "-C", root, "ls-files", "--cached", "--others", "--exclude-standard", "-z").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (the copy needs the checkout's file list)", err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	for _, f := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the working tree, not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := os.Stat(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, f), b, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := func(script, out string) string {
+		t.Helper()
+		if b, err := exec.Command(script, out).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, b)
+		}
+		b, err := os.ReadFile(filepath.Join(out, "usr", "local", "bin", "acrelay"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(b)
+		return hex.EncodeToString(h[:])
+	}
+	here := sum(filepath.Join(root, "deploy", "image-root.sh"), filepath.Join(t.TempDir(), "a"))
+	there := sum(filepath.Join(src, "deploy", "image-root.sh"), filepath.Join(t.TempDir(), "b"))
+	if here != there {
+		t.Fatalf("image-root.sh binaries differ: %s here, %s from a copy of the source", here, there)
+	}
+	t.Logf("acrelay sha256 %s from both", here)
 }
