@@ -53,6 +53,19 @@ if [ -n "${ACRELAY_TEST_DATABASE_URL:-}" ] && [ $# -eq 0 ]; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
+# The Kubernetes manifests, decoded strictly against the official API
+# types: a module of its own (deploy/kubernetes/validate), so that go.mod
+# stays free of k8s.io/api and k8s.io/apimachinery.
+if [ $# -eq 0 ]; then
+  echo "== deploy/kubernetes/validate: go vet, go test -count=1 -v (its own module)"
+  if (cd deploy/kubernetes/validate && go mod download) >"$ACRELAY_TMP/k8s-mod.log" 2>&1; then
+    (cd deploy/kubernetes/validate && go vet . && go test -count=1 -v .) 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  else
+    ACRELAY_PROVISION_NOTES+=("Kubernetes manifests: SKIPPED - deploy/kubernetes/validate's modules could not be downloaded: $(tail -1 "$ACRELAY_TMP/k8s-mod.log")")
+  fi
+fi
+
 if [ -n "${tree_before+set}" ]; then
   tree_new=$(LC_ALL=C comm -13 <(printf '%s\n' "$tree_before") <(tree_status) | grep -v '^$' || true)
   if [ -n "$tree_new" ]; then
