@@ -256,9 +256,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
 	if len(cfg.WebSubPublishHubs) > 0 {
-		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public},
+		// A batch whose pings keep failing is dropped after --websub-give-up,
+		// so a hub that never recovers holds back nothing for longer.
+		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
-				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax}}))
+				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}}))
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
