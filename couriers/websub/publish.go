@@ -110,7 +110,7 @@ func (p *Publisher) Targets(ctx context.Context, projectID string) ([]couriers.T
 }
 
 // Deliver implements couriers.Courier: one publish ping per topic that
-// moved among records (publishTopics), for a public project. Errors: a
+// moved among records (publishTopics), for a public project. Errors: an
 // error counting the pings that failed in a way worth retrying, nil
 // when every ping was accepted or refused for good (or given up).
 func (p *Publisher) Deliver(ctx context.Context, projectID string, t couriers.Target, records []store.Record) error {
