@@ -528,6 +528,11 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 		r.lastErr = res.err.Error()
 		t.retryUpTo = res.failedAt
 		if res.state != nil {
+			if !res.state.FailingSince.Equal(t.failingSince) {
+				// A new run of failures: the worker delivered a batch
+				// before this one failed, so no nil result reset reported.
+				t.reported = false
+			}
 			t.failures, t.failingSince, t.lastErr = res.state.Failures, res.state.FailingSince, res.state.LastError
 			t.notBefore = time.Now().Add(res.state.RetryIn)
 		} else { // the failure could not be recorded: back off locally

@@ -688,3 +688,44 @@ func TestFanOutSharesBatches(t *testing.T) {
 		}
 	}
 }
+
+// failingRecorder is a recorder that is also a couriers.FailingReporter.
+type failingRecorder struct {
+	*recorder
+	reports atomic.Int64
+}
+
+func (f *failingRecorder) TargetFailing(context.Context, string, couriers.Target, time.Time) {
+	f.reports.Add(1)
+}
+
+// TestFailingReportedForEachRunOfFailures: a target that fails past
+// GiveUp, recovers, delivers, and fails past GiveUp again is reported
+// twice — also when one worker delivered the batch in between and failed
+// the next, so no successful result came back between the two runs.
+func TestFailingReportedForEachRunOfFailures(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		s := newProject(t, st)
+		appendN(t, st, s, 3)
+		f := &failingRecorder{recorder: newRecorder(st, "a")}
+		var delivered atomic.Int64
+		// Batches of one: record 1 fails until the first report, record 2
+		// goes through, record 3 fails until the second report.
+		f.hook = func(context.Context, string, couriers.Target) error {
+			switch n := delivered.Load(); {
+			case n == 0 && f.reports.Load() < 1, n == 2 && f.reports.Load() < 2:
+				return errors.New("callback answered 503")
+			}
+			delivered.Add(1)
+			return nil
+		}
+		r := couriers.NewRunner(st, f, couriers.Options{Holder: "h", LeaseTTL: time.Second, Batch: 1,
+			Backoff: couriers.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, GiveUp: 100 * time.Millisecond}})
+		start(t, r)
+		waitFor(t, "all three records delivered", func() bool { return delivered.Load() == 3 })
+		if n := f.reports.Load(); n != 2 {
+			t.Fatalf("%d failing reports, want 2", n)
+		}
+	})
+}

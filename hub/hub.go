@@ -94,7 +94,9 @@ type Options struct {
 	// changed (couriers.Runner.Refresh of the WebSub courier). It must not
 	// block.
 	Refresh func(projectID string)
-	// Production requires https callbacks.
+	// Production requires https callbacks (400 hub_callback_invalid, whose
+	// message names the operator setting that lifts it). cmd sets it for a
+	// relay published over https unless --websub-allow-http-callbacks.
 	Production bool
 
 	// Concurrency bounds the verification and denial requests in flight;
@@ -196,7 +198,7 @@ var (
 	errPublish         = &hubError{http.StatusBadRequest, wire.CodeHubPublishUnsupported, "this hub serves only this relay's own topics and takes no publish notifications"}
 	errTopic           = &hubError{http.StatusBadRequest, wire.CodeHubTopicInvalid, "hub.topic must be a topic URL of this relay"}
 	errCallback        = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an absolute http(s) URL of a public host, without userinfo or fragment"}
-	errCallbackHTTPS   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an https URL"}
+	errCallbackHTTPS   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)"}
 	errLease           = &hubError{http.StatusBadRequest, wire.CodeHubLeaseSecondsInvalid, "hub.lease_seconds must be a non-negative integer"}
 	errSecretRequired  = &hubError{http.StatusBadRequest, wire.CodeHubSecretRequired, "hub.secret is required for a private topic"}
 	errSecretTooLong   = &hubError{http.StatusBadRequest, wire.CodeHubSecretInvalid, "hub.secret must be shorter than 200 bytes"}

@@ -438,7 +438,13 @@ func TestRequestValidation(t *testing.T) {
 	})
 	t.Run("production needs https", func(t *testing.T) {
 		h := e.newHub(hub.Options{Production: true})
-		wantStatus(t, e.postTo(h, okForm, e.read, "application/x-www-form-urlencoded"), 400, wire.CodeHubCallbackInvalid)
+		w := e.postTo(h, okForm, e.read, "application/x-www-form-urlencoded")
+		wantStatus(t, w, 400, wire.CodeHubCallbackInvalid)
+		// The refusal says why and which operator setting lifts it.
+		want := `{"error":"hub_callback_invalid","message":"hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)"}`
+		if got := strings.TrimSpace(w.Body.String()); got != want {
+			t.Fatalf("body %s, want %s", got, want)
+		}
 	})
 }
 

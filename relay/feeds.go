@@ -3,6 +3,7 @@ package relay
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -57,7 +58,7 @@ func (s *Server) handleFeedCreate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusCreated, mediaJSON, feedJSON{
 		FeedID: id,
-		URL:    s.publicBase(r) + "/v1/feeds/" + capability + ".atom?repository_id=" + url.QueryEscape(repo),
+		URL:    feedURL(s.publicBase(r), capability, mediaAtom, repo),
 	})
 }
 
@@ -83,16 +84,26 @@ func (s *Server) handleFeedRevoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleFeedGet: GET /v1/feeds/{feed_token}.atom?repository_id=R → the
-// repository's Atom topic document (current document, hub and self links:
-// the same bytes as the topic's GET). A malformed, unknown or revoked
-// capability, or another repository: 404, all alike.
-func (s *Server) handleFeedGet(w http.ResponseWriter, r *http.Request) {
-	ft, err := s.feedToken(r, mux.Vars(r)["feed_token"])
+// repository's Atom current document (RFC 5005 §3), or GET
+// /v1/feeds/{feed_token}.json?repository_id=R[&after=N][&limit=L] → its
+// vendor JSON page: the topic's entries, with every link under the
+// capability (self, alternate, next, prev-archive → handleFeedArchive) so
+// that the holder of the URL alone can follow each of them. Neither
+// links the hub, the wake stream, voice or claims, which need a bearer.
+// A malformed, unknown or revoked capability, or another repository: 404,
+// all alike.
+func (s *Server) handleFeedGet(w http.ResponseWriter, r *http.Request, media string) {
+	capability := mux.Vars(r)["feed_token"]
+	ft, err := s.feedToken(r, capability)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	q, err := readQuery(r, "repository_id")
+	params := []string{"repository_id"}
+	if media != mediaAtom {
+		params = append(params, "after", "limit")
+	}
+	q, err := readQuery(r, params...)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -106,13 +117,62 @@ func (s *Server) handleFeedGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNotFound)
 		return
 	}
+	after, afterStr, err := seqCursor(q, errAfterNotSeq)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	limit, err := pageLimit(q)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	// The capability is in this URL: a reader's browser must not send it
 	// on as a Referer.
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	s.serveEvents(w, r, eventsRead{
 		sel:   store.Selection{ProjectID: ft.ProjectID, RepositoryID: repo},
-		limit: 100, media: mediaAtom, topic: true,
+		after: after, afterStr: afterStr, limit: limit, limitStr: q["limit"],
+		media: media, topic: true, capability: capability,
 	})
+}
+
+// handleFeedArchive: GET /v1/feeds/{feed_token}/archives/{k}.atom → the
+// capability's repository's archive k (RFC 5005 §4; serveArchive), whose
+// self, current, prev-archive and next-archive links are under the
+// capability. Cached privately only, so a shared cache never outlives a
+// revocation. A refused capability: 404, as for handleFeedGet.
+func (s *Server) handleFeedArchive(w http.ResponseWriter, r *http.Request) {
+	capability := mux.Vars(r)["feed_token"]
+	ft, err := s.feedToken(r, capability)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := readQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	base := s.publicBase(r)
+	s.serveArchive(w, r, store.Selection{ProjectID: ft.ProjectID, RepositoryID: ft.RepositoryID}, "private", archiveNames{
+		archive: func(k int64) string { return feedArchiveURL(base, capability, k) },
+		current: feedURL(base, capability, mediaAtom, ft.RepositoryID),
+	})
+}
+
+// feedURL is a capability's document in media (Atom or vendor JSON).
+func feedURL(base, capability, media, repo string) string {
+	ext := ".json"
+	if media == mediaAtom {
+		ext = ".atom"
+	}
+	return base + "/v1/feeds/" + capability + ext + "?repository_id=" + url.QueryEscape(repo)
+}
+
+// feedArchiveURL is a capability's archive k.
+func feedArchiveURL(base, capability string, k int64) string {
+	return base + "/v1/feeds/" + capability + "/archives/" + strconv.FormatInt(k, 10) + ".atom"
 }
 
 // feedToken checks a feed capability the way authenticate checks a bearer

@@ -70,6 +70,9 @@ type linkSet struct {
 	self, selfType           string
 	alternate, alternateType string
 	next                     string
+	// capability: a feed capability's response (relay/feeds.go): no
+	// voice, claims or Link-Template, which need a bearer.
+	capability bool
 }
 
 // setCorrespondenceHeaders writes the headers every correspondence response
@@ -100,11 +103,15 @@ func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request
 	if ls.next != "" {
 		add(ls.next, "next", ls.selfType)
 	}
-	add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
-	add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
+	if !ls.capability {
+		add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
+		add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
+	}
 	add(base+profilePath, relDescribedBy, "")
 	h.Set("Link", strings.Join(links, ", "))
-	h.Set("Link-Template", s.linkTemplateField(r))
+	if !ls.capability {
+		h.Set("Link-Template", s.linkTemplateField(r))
+	}
 	h.Set("Vary", "Accept, Authorization")
 	if r.Method == http.MethodPost {
 		h.Set("Cache-Control", cacheControlPost)

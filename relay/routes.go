@@ -39,8 +39,11 @@ func (s *Server) Handler() http.Handler {
 		m.Handle(hub.HubPath, s.cfg.Hub).Methods("POST")
 	}
 	// A feed capability is in the path and is never a bearer token, so its
-	// GET is outside the bearer check.
-	m.HandleFunc("/v1/feeds/{feed_token}.atom", s.handleFeedGet).Methods("GET", "HEAD")
+	// GETs (the current document, its JSON alternate, its archives) are
+	// outside the bearer check.
+	m.HandleFunc("/v1/feeds/{feed_token}.atom", func(w http.ResponseWriter, r *http.Request) { s.handleFeedGet(w, r, mediaAtom) }).Methods("GET", "HEAD")
+	m.HandleFunc("/v1/feeds/{feed_token}.json", func(w http.ResponseWriter, r *http.Request) { s.handleFeedGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD")
+	m.HandleFunc("/v1/feeds/{feed_token}/archives/{k:[0-9]+}.atom", s.handleFeedArchive).Methods("GET", "HEAD")
 	// A peer link's WebSub callback: the hub sends no bearer; the link
 	// checks the challenge and each delivery's HMAC (relay/peers.go); a
 	// refused verification is the JSON 404 (relay/callback.go).

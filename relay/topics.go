@@ -39,6 +39,11 @@ type eventsRead struct {
 	// links (spec/websub.md "Topics"); without after, the Atom topic is
 	// RFC 5005's current document.
 	topic bool
+	// capability: the feed capability this read came through (relay/feeds.go),
+	// "" for any other read. Every link of its document then points under
+	// the capability, and nothing that needs a bearer is linked (no hub, no
+	// wake template, no voice or claims).
+	capability string
 }
 
 func topicOf(sel store.Selection, media string) hub.Topic {
@@ -58,12 +63,13 @@ func archiveURL(base string, sel store.Selection, k int64) string {
 
 // currentPage reads the Atom topic's current document (RFC 5005 §3): the
 // records after the newest complete archive (fewer than 200, so without a
-// limit one document holds them all) and that archive's number, -1 when
-// there is none.
-func (s *Server) currentPage(r *http.Request, in eventsRead) (store.EventPage, int64, error) {
+// limit one document holds them all), that archive's number (-1 when there
+// is none) and the selection's newest receipt time (zero when it is empty),
+// which is the document's <updated> even when it holds no entry.
+func (s *Server) currentPage(r *http.Request, in eventsRead) (store.EventPage, int64, time.Time, error) {
 	n, err := s.st.CountRecords(r.Context(), in.sel)
 	if err != nil {
-		return store.EventPage{}, 0, err
+		return store.EventPage{}, 0, time.Time{}, err
 	}
 	archives := n / store.ArchiveSize
 	limit := in.limit
@@ -72,13 +78,24 @@ func (s *Server) currentPage(r *http.Request, in eventsRead) (store.EventPage, i
 	}
 	recs, err := s.st.RecordsAt(r.Context(), in.sel, archives*store.ArchiveSize, limit+1)
 	if err != nil {
-		return store.EventPage{}, 0, err
+		return store.EventPage{}, 0, time.Time{}, err
 	}
 	page := store.EventPage{Records: recs}
 	if len(recs) > limit {
 		page.Records, page.HasMore = recs[:limit], true
 	}
-	return page, archives - 1, nil
+	var newest time.Time
+	if len(recs) == 0 && n > 0 {
+		// Exactly 200·k records: the newest is the last of archive k-1.
+		last, err := s.st.RecordsAt(r.Context(), in.sel, n-1, 1)
+		if err != nil {
+			return store.EventPage{}, 0, time.Time{}, err
+		}
+		if len(last) == 1 {
+			newest = last[0].ReceivedAt
+		}
+	}
+	return page, archives - 1, newest, nil
 }
 
 // serveEvents ends a read of records with the page in in.media.
@@ -86,9 +103,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 	repo, thread := in.sel.RepositoryID, in.sel.ThreadID
 	var page store.EventPage
 	newestArchive := int64(-1)
+	var newest time.Time
 	var err error
 	if in.topic && in.media == mediaAtom && in.afterStr == nil {
-		page, newestArchive, err = s.currentPage(r, in)
+		page, newestArchive, newest, err = s.currentPage(r, in)
 	} else {
 		page, err = s.st.Events(r.Context(), store.EventQuery{ProjectID: in.sel.ProjectID, RepositoryID: repo, ThreadID: thread, After: in.after, Limit: in.limit})
 	}
@@ -108,12 +126,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 		self = topicOf(in.sel, in.media).URL(base)
 		hubURL = base + hub.HubPath
 	}
+	if in.capability != "" {
+		self, hubURL = feedURL(base, in.capability, in.media, repo), ""
+	}
 	nextAfter := in.afterStr
 	if n := len(page.Records); n > 0 {
 		v := strconv.FormatInt(page.Records[n-1].ReceivedSeq, 10)
 		nextAfter = &v
 	}
-	ls := linkSet{self: self, selfType: in.media, hub: hubURL}
+	ls := linkSet{self: self, selfType: in.media, hub: hubURL, capability: in.capability != ""}
 	if page.HasMore && nextAfter != nil {
 		nq := url.Values{}
 		nq.Set("after", *nextAfter)
@@ -131,21 +152,30 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 			ls.next = base + r.URL.Path + "?" + nq.Encode()
 		}
 	}
-	if in.media == mediaAtom {
+	switch {
+	case in.capability != "" && in.media == mediaAtom:
+		ls.alternate, ls.alternateType = feedURL(base, in.capability, mediaVendorJSON, repo), mediaVendorJSON
+	case in.capability != "":
+		ls.alternate, ls.alternateType = feedURL(base, in.capability, mediaAtom, repo), mediaAtom
+	case in.media == mediaAtom:
 		ls.alternate, ls.alternateType = jsonURL, mediaVendorJSON
-	} else {
+	default:
 		ls.alternate, ls.alternateType = atomURL, mediaAtom
 	}
 	s.setCorrespondenceHeaders(w, r, in.sel, ls)
 
 	var body []byte
 	if in.media == mediaAtom {
-		f := s.atomFeed(r, page, repo, thread, self, jsonURL, ls.next)
-		if hubURL != "" {
-			f.Links = append([]atom.Link{{Rel: "hub", Href: hubURL}}, f.Links...)
+		f := s.atomFeed(r, page, repo, thread, jsonURL, ls)
+		if newest.After(f.Updated) {
+			f.Updated = newest
 		}
 		if newestArchive >= 0 {
-			f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: archiveURL(base, in.sel, newestArchive)})
+			prev := archiveURL(base, in.sel, newestArchive)
+			if in.capability != "" {
+				prev = feedArchiveURL(base, in.capability, newestArchive)
+			}
+			f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: prev})
 		}
 		body = atom.Render(f)
 	} else {
@@ -163,22 +193,30 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 	s.writeRepresentation(w, r, in.media, body)
 }
 
-func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, self, jsonURL, next string) atom.Feed {
+// atomFeed is a page's Atom document: id is the selection's JSON URL
+// (the same feed whichever way it was reached); the links are ls's (hub,
+// self, alternate, next); a feed capability's document carries no wake
+// template, whose stream needs a bearer.
+func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, id string, ls linkSet) atom.Feed {
 	f := atom.Feed{
-		ID:      jsonURL,
+		ID:      id,
 		Title:   "agent-correspondence " + repo,
 		Updated: time.Unix(0, 0).UTC(),
-		Links: []atom.Link{
-			{Rel: "self", Type: mediaAtom, Href: self},
-			{Rel: "alternate", Type: mediaVendorJSON, Href: jsonURL},
-		},
-		LinkTemplate: &atom.LinkTemplate{Template: s.wakeTemplate(r), Rel: relLive, Type: "text/event-stream"},
+	}
+	if ls.hub != "" {
+		f.Links = append(f.Links, atom.Link{Rel: "hub", Href: ls.hub})
+	}
+	f.Links = append(f.Links,
+		atom.Link{Rel: "self", Type: mediaAtom, Href: ls.self},
+		atom.Link{Rel: "alternate", Type: ls.alternateType, Href: ls.alternate})
+	if !ls.capability {
+		f.LinkTemplate = &atom.LinkTemplate{Template: s.wakeTemplate(r), Rel: relLive, Type: "text/event-stream"}
 	}
 	if thread != "" {
 		f.Title += " / " + thread
 	}
-	if next != "" {
-		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: next})
+	if ls.next != "" {
+		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: ls.next})
 	}
 	addEntries(&f, page.Records)
 	return f
@@ -198,8 +236,8 @@ func addEntries(f *atom.Feed, recs []store.Record) {
 
 // handleArchive: GET /v1/correspondence/archives/{k}.atom (RFC 5005 §4),
 // with the topic's auth: a read token of the project, or none for a public
-// project named by project_id. 200 with immutable bytes, or 404 for an
-// archive that is not complete (yet).
+// project named by project_id. 200, or 404 for an archive that is not
+// complete (yet).
 func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	pid, public, err := s.readProject(r)
 	if err != nil {
@@ -216,46 +254,82 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if !public {
+		public = s.isPublic(r, pid)
+	}
+	scope := "private"
+	if public {
+		scope = "public"
+	}
+	base := s.publicBase(r)
+	sel := store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}
+	s.serveArchive(w, r, sel, scope, archiveNames{
+		archive: func(k int64) string { return archiveURL(base, sel, k) },
+		current: topicOf(sel, mediaAtom).URL(base),
+	})
+}
+
+// archiveNames are the URLs an archive document links to: the topic's
+// (archiveURL and the topic), or a feed capability's (relay/feeds.go).
+type archiveNames struct {
+	archive func(k int64) string
+	current string
+}
+
+// serveArchive ends a read of archive {k} of sel (RFC 5005 §4): the
+// records at positions [200k, 200k+200), 404 until all of them exist. Its
+// <id> is the topic's archive URL however it was reached. It links to
+// current, to archive k-1 (prev-archive) and, once archive k+1 is complete,
+// to it (next-archive): every link names a document that exists. An
+// archive's entries never change; its links change once, when the next
+// archive completes, so the newest archive is revalidated (no-cache, with
+// its ETag) and every older one is cached as immutable (RFC 8246). scope
+// is "public" or "private", the Cache-Control's first directive.
+func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, sel store.Selection, scope string, names archiveNames) {
 	k, ok := parseSeq(mux.Vars(r)["k"])
-	if !ok || k > math.MaxInt64/store.ArchiveSize-1 {
+	if !ok || k > math.MaxInt64/store.ArchiveSize-2 {
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	sel := store.Selection{ProjectID: pid, RepositoryID: repo, ThreadID: thread}
+	n, err := s.st.CountRecords(r.Context(), sel)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if n < (k+1)*store.ArchiveSize {
+		s.writeError(w, r, errNotFound)
+		return
+	}
 	recs, err := s.st.RecordsAt(r.Context(), sel, k*store.ArchiveSize, store.ArchiveSize)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(recs) < store.ArchiveSize {
+	if len(recs) < store.ArchiveSize { // only if records vanished between the reads
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	if !public {
-		public = s.isPublic(r, pid)
-	}
-	base := s.publicBase(r)
-	self := archiveURL(base, sel, k)
-	current := topicOf(sel, mediaAtom).URL(base)
+	newest := n < (k+2)*store.ArchiveSize
+	self := names.archive(k)
 	f := atom.Feed{
-		ID:      self,
-		Title:   "agent-correspondence " + repo,
+		ID:      archiveURL(s.publicBase(r), sel, k),
+		Title:   "agent-correspondence " + sel.RepositoryID,
 		Updated: time.Unix(0, 0).UTC(),
 		Archive: true,
 		Links: []atom.Link{
 			{Rel: "self", Type: mediaAtom, Href: self},
-			{Rel: "current", Type: mediaAtom, Href: current},
+			{Rel: "current", Type: mediaAtom, Href: names.current},
 		},
 	}
-	if thread != "" {
-		f.Title += " / " + thread
+	if sel.ThreadID != "" {
+		f.Title += " / " + sel.ThreadID
 	}
 	if k > 0 {
-		f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: archiveURL(base, sel, k-1)})
+		f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: names.archive(k - 1)})
 	}
-	// Always linked, so the bytes never change: archive k+1 is 404 until
-	// the selection has filled it; until then its records are in current.
-	f.Links = append(f.Links, atom.Link{Rel: "next-archive", Type: mediaAtom, Href: archiveURL(base, sel, k+1)})
+	if !newest {
+		f.Links = append(f.Links, atom.Link{Rel: "next-archive", Type: mediaAtom, Href: names.archive(k + 1)})
+	}
 	f.Title += " (archive " + strconv.FormatInt(k, 10) + ")"
 	addEntries(&f, recs)
 
@@ -266,10 +340,10 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Link", strings.Join(links, ", "))
 	h.Set("Vary", "Accept, Authorization")
-	if public {
-		h.Set("Cache-Control", "public, "+archiveCacheControl)
+	if newest {
+		h.Set("Cache-Control", scope+", no-cache")
 	} else {
-		h.Set("Cache-Control", "private, "+archiveCacheControl)
+		h.Set("Cache-Control", scope+", "+archiveCacheControl)
 	}
 	s.writeRepresentation(w, r, mediaAtom, atom.Render(f))
 }

@@ -96,6 +96,9 @@ provision_shared() {
 # --- podman, podman-compose (deploy/ tests; scripts/provision_podman.sh) -----
 . scripts/provision_podman.sh
 
+# --- feedparser (capability archive walk; scripts/provision_feedparser.sh) ---
+. scripts/provision_feedparser.sh
+
 provision_shared
 provision_postgres
 provision_jing
@@ -104,3 +107,4 @@ provision_dendrite
 provision_websub_npm
 provision_chromium
 provision_podman
+provision_feedparser

@@ -50,6 +50,9 @@ type serveConfig struct {
 	WebSubGiveUp       time.Duration
 	WebSubAllowHosts   string   // comma-separated
 	WebSubPublishHubs  []string // external hubs told of public topics' new content
+	// WebSubAllowHTTPCallbacks lets the hub take http callbacks although
+	// the relay is published over https (--public-url https://…).
+	WebSubAllowHTTPCallbacks bool
 
 	Matrix     matrixConfig
 	Federation federationConfig // cmd/acrelay/peer_cmd.go
@@ -100,6 +103,8 @@ keeps only its hash, which later starts use.`,
 	fs.StringSliceVar(&cfg.WebSubPublishHubs, "websub-publish-hub", nil, "external WebSub hub to ping (hub.mode=publish) when a public topic has new records; repeatable (ACRELAY_WEBSUB_PUBLISH_HUBS, comma-separated)")
 	bindEnv(cmd, "websub-publish-hub", "ACRELAY_WEBSUB_PUBLISH_HUBS") // flag > environment > file, like every flag
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
+	fs.BoolVar(&cfg.WebSubAllowHTTPCallbacks, "websub-allow-http-callbacks", false, "let the hub take http callbacks although --public-url is https (refused by default: deliveries, private records included, would cross the network unencrypted) (ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS)")
+	bindEnv(cmd, "websub-allow-http-callbacks", "ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	fs.StringVar(&cfg.OperatorToken, "operator-token", "", "server-wide operator token (prefer ACRELAY_OPERATOR_TOKEN, ACRELAY_OPERATOR_TOKEN_FILE or operator-token-file in --config; default: made and printed on first start)")
 	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
@@ -246,8 +251,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
 		Guard: guard, Logger: logger,
 		// spec/websub.md: in production callbacks must be https; a relay
-		// published over https is taken to be one.
-		Production: strings.HasPrefix(public, "https://"),
+		// published over https is taken to be one, unless the operator
+		// allows http callbacks.
+		Production: strings.HasPrefix(public, "https://") && !cfg.WebSubAllowHTTPCallbacks,
 		Authorize:  func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
 		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
 	})
@@ -256,9 +262,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
 	if len(cfg.WebSubPublishHubs) > 0 {
-		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public},
+		// A batch whose pings keep failing is dropped after --websub-give-up,
+		// so a hub that never recovers holds back nothing for longer.
+		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger},
 			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
-				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax}}))
+				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}}))
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)

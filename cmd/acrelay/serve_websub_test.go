@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,5 +47,55 @@ func TestWebSubLeaseFlags(t *testing.T) {
 	}
 	if got := (serveConfig{WebSubAllowHosts: " 127.0.0.1, ,::1"}).webSubAllowHosts(); strings.Join(got, "|") != "127.0.0.1|::1" {
 		t.Fatalf("allow hosts = %q", got)
+	}
+}
+
+// TestHTTPCallbacksBehindHTTPSPublicURL: through the binary, a relay
+// published over https refuses an http callback with 400
+// hub_callback_invalid whose message names the setting that lifts it; with
+// --websub-allow-http-callbacks (or its ACRELAY_ variable) the same
+// subscribe is accepted (202).
+func TestHTTPCallbacksBehindHTTPSPublicURL(t *testing.T) {
+	bin := acrelayBinary(t)
+	const op = "op-token-for-http-callbacks"
+	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.URL.Query().Get("hub.challenge"))
+	}))
+	t.Cleanup(callback.Close)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    string
+		status int
+		body   string
+	}{
+		{"refused by default", nil, "", 400, `{"error":"hub_callback_invalid","message":"hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)"}`},
+		{"allowed by the flag", []string{"--websub-allow-http-callbacks"}, "", 202, ""},
+		{"allowed by the environment", nil, "ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS=true", 202, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--data-dir", t.TempDir(), "--public-url", "https://relay.example",
+				"--websub-allow-hosts", "127.0.0.1"}, tc.args...)
+			env := []string{"ACRELAY_OPERATOR_TOKEN=" + op, "ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS="}
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			p := startRelay(t, bin, args, env...)
+			status, m := httpJSON(t, "POST", p.url+"/v1/admin/projects", op, map[string]any{"visibility": "public"})
+			if status != 201 {
+				t.Fatalf("create project: %d %v", status, m)
+			}
+			form := url.Values{"hub.mode": {"subscribe"}, "hub.callback": {callback.URL + "/cb"},
+				"hub.topic": {"https://relay.example/v1/correspondence/events.atom?project_id=" + m["project_id"].(string) + "&repository_id=repo"}}
+			res, err := http.PostForm(p.url+"/websub/hub", form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.status || strings.TrimSpace(string(body)) != tc.body {
+				t.Fatalf("subscribe: %d %s, want %d %s", res.StatusCode, body, tc.status, tc.body)
+			}
+		})
 	}
 }

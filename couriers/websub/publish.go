@@ -2,11 +2,15 @@ package websub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/hub"
@@ -25,19 +29,36 @@ type PublishStore interface {
 // Publisher is the courier that announces new content of public topics to
 // external hubs (spec/websub.md "The relay as publisher to other hubs"):
 // for each batch of a public project's new records, one form POST
-// hub.mode=publish&hub.url=<topic> per repository that moved, to each
-// configured hub. Private topics are served only by the embedded hub, so a
-// private project's records are skipped (the cursor still passes them). A
-// hub answering 2xx has been told; anything else is retried with the
-// runner's backoff. Every request goes through the SSRF-guarded client.
+// hub.mode=publish&hub.topic=<topic>&hub.url=<topic> per topic that moved
+// — each repository's and each thread's Atom and JSON topics, and the
+// project-wide JSON topic — to each configured hub, as one target per hub.
+// W3C WebSub leaves the publish request to hubs, which differ: some read
+// hub.url, some (flask-websub) require hub.topic, so both are sent.
+// Private topics are served only by the embedded hub, so a private
+// project's records are skipped (the cursor still passes them).
+//
+// Every topic of a batch is pinged even when another is refused, so one
+// topic a hub refuses never holds back the others: a 4xx (but 408 and 429)
+// is that hub refusing that topic, logged and not retried. A transport
+// error, 3xx, 408, 429 or 5xx fails the batch, which the runner retries
+// with its backoff; once the target has been failing for Backoff.GiveUp
+// (TargetFailing), the next attempt is the last for that batch: what still
+// fails is logged and dropped, and the hub hears of the following
+// records. Every request goes through the SSRF-guarded client.
 type Publisher struct {
 	Hubs      []string // external hub URLs
 	Store     PublishStore
 	Client    *http.Client
 	PublicURL string
+	Logger    *slog.Logger // nil discards
+
+	lastTry sync.Map // "project_id hub" → struct{}: the target gave up (TargetFailing)
 }
 
-var _ couriers.Courier = (*Publisher)(nil)
+var (
+	_ couriers.Courier         = (*Publisher)(nil)
+	_ couriers.FailingReporter = (*Publisher)(nil)
+)
 
 // Name implements couriers.Courier.
 func (p *Publisher) Name() string { return PublishName }
@@ -88,8 +109,10 @@ func (p *Publisher) Targets(ctx context.Context, projectID string) ([]couriers.T
 	return ts, nil
 }
 
-// Deliver implements couriers.Courier: one publish ping per repository
-// among records, in the order they first appear, for a public project.
+// Deliver implements couriers.Courier: one publish ping per topic that
+// moved among records (publishTopics), for a public project. Errors: an
+// error counting the pings that failed in a way worth retrying, nil
+// when every ping was accepted or refused for good (or given up).
 func (p *Publisher) Deliver(ctx context.Context, projectID string, t couriers.Target, records []store.Record) error {
 	v, err := p.Store.ProjectVisibility(ctx, projectID)
 	if err != nil {
@@ -98,22 +121,93 @@ func (p *Publisher) Deliver(ctx context.Context, projectID string, t couriers.Ta
 	if v != store.VisibilityPublic {
 		return nil // turned private: nothing is announced
 	}
-	seen := map[string]bool{}
-	for _, r := range records {
-		if seen[r.RepositoryID] {
-			continue
-		}
-		seen[r.RepositoryID] = true
-		topic := hub.Topic{ProjectID: projectID, RepositoryID: r.RepositoryID, Format: hub.FormatAtom}.URL(p.PublicURL)
-		if err := p.ping(ctx, t.ID, topic); err != nil {
+	log := p.logger().With("courier", PublishName, "project_id", projectID, "hub", t.ID)
+	var failed int
+	var last error
+	for _, topic := range publishTopics(p.PublicURL, projectID, records) {
+		err := p.ping(ctx, t.ID, topic)
+		var refused *refusedError
+		switch {
+		case err == nil:
+		case errors.As(err, &refused):
+			log.WarnContext(ctx, "publish ping refused; not retried", "topic", topic, "status", refused.status)
+		case ctx.Err() != nil:
 			return err
+		default:
+			failed, last = failed+1, err
 		}
+	}
+	key := projectID + " " + t.ID
+	if _, giveUp := p.lastTry.LoadAndDelete(key); giveUp && failed > 0 {
+		log.WarnContext(ctx, "publish pings given up after retrying", "failed", failed, "err", last,
+			"received_seq", records[len(records)-1].ReceivedSeq)
+		return nil
+	}
+	if failed > 0 {
+		return &pingError{failed: failed, last: last}
 	}
 	return nil
 }
 
+// TargetFailing implements couriers.FailingReporter: the target's next
+// attempt is the last for its current batch.
+func (p *Publisher) TargetFailing(_ context.Context, projectID string, t couriers.Target, _ time.Time) {
+	p.lastTry.Store(projectID+" "+t.ID, struct{}{})
+}
+
+func (p *Publisher) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Logger
+}
+
+// publishTopics lists the public topics records moved, in the order they
+// first appear: per record its repository's Atom and JSON topics, then its
+// thread's; last the project-wide JSON topic (federation's).
+func publishTopics(public, projectID string, records []store.Record) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(t hub.Topic) {
+		u := t.URL(public)
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	for _, r := range records {
+		add(hub.Topic{ProjectID: projectID, RepositoryID: r.RepositoryID, Format: hub.FormatAtom})
+		add(hub.Topic{ProjectID: projectID, RepositoryID: r.RepositoryID, Format: hub.FormatJSON})
+		if r.ThreadID != "" {
+			add(hub.Topic{ProjectID: projectID, RepositoryID: r.RepositoryID, ThreadID: r.ThreadID, Format: hub.FormatAtom})
+			add(hub.Topic{ProjectID: projectID, RepositoryID: r.RepositoryID, ThreadID: r.ThreadID, Format: hub.FormatJSON})
+		}
+	}
+	if len(records) > 0 {
+		add(hub.Topic{ProjectID: projectID, Format: hub.FormatJSON})
+	}
+	return out
+}
+
+// refusedError is a hub's 4xx to one ping (but 408 and 429): it will not
+// take that topic, so retrying is pointless.
+type refusedError struct{ status int }
+
+func (e *refusedError) Error() string { return fmt.Sprintf("publish: hub refused with %d", e.status) }
+
+// pingError is a batch's failed pings that are worth retrying.
+type pingError struct {
+	failed int
+	last   error
+}
+
+func (e *pingError) Error() string {
+	return fmt.Sprintf("%d publish pings failed: %v", e.failed, e.last)
+}
+func (e *pingError) Unwrap() error { return e.last }
+
 func (p *Publisher) ping(ctx context.Context, hubURL, topic string) error {
-	form := url.Values{"hub.mode": {"publish"}, "hub.url": {topic}}
+	form := url.Values{"hub.mode": {"publish"}, "hub.topic": {topic}, "hub.url": {topic}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hubURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return fmt.Errorf("publish request: %w", err)
@@ -126,8 +220,12 @@ func (p *Publisher) ping(ctx context.Context, hubURL, topic string) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("publish: hub answered %d", resp.StatusCode)
+	switch s := resp.StatusCode; {
+	case s >= 200 && s <= 299:
+		return nil
+	case s >= 400 && s <= 499 && s != http.StatusRequestTimeout && s != http.StatusTooManyRequests:
+		return &refusedError{status: s}
+	default:
+		return fmt.Errorf("publish: hub answered %d", s)
 	}
-	return nil
 }

@@ -424,7 +424,8 @@ func TestRevokedCapabilityIsDenied(t *testing.T) {
 
 // TestPublishPingsExternalHubs: for a public project, new records of each
 // repository are announced to an external hub (a loopback test hub: no
-// Go or npm WebSub hub installs here) as hub.mode=publish&hub.url=<topic>;
+// Go or npm WebSub hub installs here) as hub.mode=publish&hub.url=<topic>
+// (with hub.topic=<topic> too);
 // a private project's records are not.
 func TestPublishPingsExternalHubs(t *testing.T) {
 	teststore.Engines(t, func(t *testing.T, open teststore.Open) {
@@ -474,13 +475,22 @@ func TestPublishPingsExternalHubs(t *testing.T) {
 		})
 		mu.Lock()
 		defer mu.Unlock()
-		want := map[string]bool{w.topic("repo-b", hub.FormatAtom): true, w.topic("repo-c", hub.FormatAtom): true}
+		// Each repository's Atom and JSON topics, its thread's, and the
+		// project-wide JSON topic (TestPublishPingsEveryTopicPastRefusals).
+		thread := func(repo, format string) string {
+			return hub.Topic{ProjectID: w.pid, RepositoryID: repo, ThreadID: "thread-1", Format: format}.URL(w.public)
+		}
+		want := map[string]bool{w.topic("repo-b", hub.FormatAtom): true, w.topic("repo-c", hub.FormatAtom): true,
+			w.topic("repo-b", hub.FormatJSON): true, w.topic("repo-c", hub.FormatJSON): true,
+			thread("repo-b", hub.FormatAtom): true, thread("repo-c", hub.FormatAtom): true,
+			thread("repo-b", hub.FormatJSON): true, thread("repo-c", hub.FormatJSON): true,
+			hub.Topic{ProjectID: w.pid, Format: hub.FormatJSON}.URL(w.public): true}
 		for _, p := range pings {
 			if !want[p] {
 				t.Fatalf("ping for %s: not a public topic of this relay's records (pings %v)", p, pings)
 			}
 		}
-		if len(pings) < 2 || len(pings) > 3 { // one or two batches: repo-b and repo-c each announced once per batch
+		if len(pings) < 9 || len(pings) > 9*3 { // one to three batches; each topic announced once per batch
 			t.Fatalf("pings %v", pings)
 		}
 	})
