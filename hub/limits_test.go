@@ -18,7 +18,7 @@ type refusals struct {
 }
 
 func (r *refusals) note(name string) { r.mu.Lock(); r.names = append(r.names, name); r.mu.Unlock() }
-func (r *refusals) got() []string   { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.names) }
+func (r *refusals) got() []string    { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.names) }
 
 func (e *env) repoTopic(pid, repo string) string {
 	return hub.Topic{ProjectID: pid, RepositoryID: repo, Format: hub.FormatAtom}.URL(pub)
