@@ -194,3 +194,6 @@ func TestParseTrustedProxies(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// relayNoLimits turns every rate off (tests that are not about them).
+var relayNoLimits = relay.RateLimits{}
