@@ -269,6 +269,14 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.TokenID, v.Secret, v.LeaseSeconds = tokenID, req.secret, req.lease
 	}
+	// A request over a cap is refused before the callback's host name is
+	// resolved (a flood costs no DNS); addVerification checks again, under
+	// its lock, for the requests that pass.
+	if req.mode == ModeSubscribe {
+		if err := h.checkLimits(r.Context(), v); err != nil {
+			return err
+		}
+	}
 	// After the capability check: CheckCallback may resolve the
 	// callback's host name.
 	if err := h.checkCallback(r.Context(), req.callback); err != nil {

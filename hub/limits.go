@@ -84,9 +84,10 @@ var (
 // checkLimits refuses v when storing it would take a topic, host or
 // project past a cap (the pending subscribes count as subscriptions, so
 // the caps hold whatever verification finds). A subscribe that renews a
-// live subscription adds none and passes the subscription caps. Called
-// with h.limitMu held up to the AddVerification, so two requests of this
-// process never both take the last place.
+// live subscription adds none and passes the subscription caps. ServeHTTP
+// calls it first without a lock (a refused subscribe costs no DNS), then
+// addVerification with h.limitMu held up to the AddVerification, so two
+// requests of this process never both take the last place.
 func (h *Hub) checkLimits(ctx context.Context, v store.Verification) error {
 	c, err := h.st.CountWebSub(ctx, v.ProjectID, v.Topic, v.Callback)
 	if err != nil {
