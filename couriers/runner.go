@@ -111,7 +111,11 @@ type Options struct {
 	// HostLimit returns how many deliveries may be in flight to one
 	// Target.Host; nil allows 4 per host, and a result < 1 means no limit.
 	HostLimit func(host string) int
-	Backoff   Backoff // default 1s to 5m, no give-up
+	// SlowDelivery is how long a delivery may take before its target
+	// counts as slow and gets a smaller share of its host's slots
+	// (couriers/hostslots.go); default 5s.
+	SlowDelivery time.Duration
+	Backoff      Backoff // default 1s to 5m, no give-up
 	// DeliveryTimeout bounds one Deliver call; default 60s.
 	DeliveryTimeout time.Duration
 	// Refresh is how often the Runner re-reads the courier's projects and
@@ -138,8 +142,7 @@ type Runner struct {
 	advances chan advanceReq // cursor writes for the committer
 	sem      chan struct{}
 
-	hostMu sync.Mutex
-	hosts  map[string]chan struct{}
+	hosts *hostSlots // per-host limits (couriers/hostslots.go)
 
 	// validUntil is the local time (UnixNano) until which the held leases
 	// are safe to act on; workers stop sending after it.
@@ -188,6 +191,9 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	if opt.HostLimit == nil {
 		opt.HostLimit = func(string) int { return 4 }
 	}
+	if opt.SlowDelivery <= 0 {
+		opt.SlowDelivery = 5 * time.Second
+	}
 	if opt.Backoff.Initial <= 0 {
 		opt.Backoff.Initial = time.Second
 	}
@@ -205,7 +211,7 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	}
 	return &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
-		hosts: map[string]chan struct{}{}, projects: map[string]*project{}, inflight: map[targetKey]bool{},
+		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
 		advances: make(chan advanceReq, 2*opt.Concurrency)}
 }
 
@@ -709,14 +715,11 @@ func (w worker) deliver(recs []store.Record) error {
 	r := w.r
 	// The host's slot first: a worker queued behind a slow host holds no
 	// slot of the global limit, so other hosts' targets go on.
-	if host := r.hostSlot(w.target.Host); host != nil {
-		select {
-		case host <- struct{}{}:
-		case <-w.ctx.Done():
-			return w.ctx.Err()
-		}
-		defer func() { <-host }()
+	slot, err := r.hosts.acquire(w.ctx, w.target.Host, targetKey{w.projectID, w.target.ID})
+	if err != nil {
+		return err
 	}
+	defer slot.release()
 	select {
 	case r.sem <- struct{}{}:
 	case <-w.ctx.Done():
@@ -728,7 +731,8 @@ func (w worker) deliver(recs []store.Record) error {
 	}
 	dctx, cancel := context.WithTimeout(w.ctx, r.opt.DeliveryTimeout)
 	defer cancel()
-	err := r.courier.Deliver(dctx, w.projectID, w.target, recs)
+	slot.begin()
+	err = r.courier.Deliver(dctx, w.projectID, w.target, recs)
 	if r.opt.OnResult != nil {
 		outcome := "delivered"
 		switch {
@@ -747,25 +751,6 @@ func (w worker) deliver(recs []store.Record) error {
 var errLeaseUnsafe = errors.New("lease not renewed in time")
 
 func (r *Runner) leasesSafe(now time.Time) bool { return now.UnixNano() < r.validUntil.Load() }
-
-// hostSlot returns the semaphore of host, nil when no limit applies.
-func (r *Runner) hostSlot(host string) chan struct{} {
-	if host == "" {
-		return nil
-	}
-	n := r.opt.HostLimit(host)
-	if n < 1 {
-		return nil
-	}
-	r.hostMu.Lock()
-	defer r.hostMu.Unlock()
-	c := r.hosts[host]
-	if c == nil || cap(c) != n {
-		c = make(chan struct{}, n)
-		r.hosts[host] = c
-	}
-	return c
-}
 
 // keepLeases is the lease keeper: every third of the lease it renews all
 // of this process's leases of the courier in one store call, takes the

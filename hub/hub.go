@@ -26,6 +26,7 @@ import (
 // subscription was revoked). A store.Store is one.
 type Store interface {
 	store.WebSub
+	store.WebSubLimits
 	GetToken(ctx context.Context, id string) (store.Token, error)
 }
 
@@ -98,6 +99,13 @@ type Options struct {
 	// message names the operator setting that lifts it). cmd sets it for a
 	// relay published over https unless --websub-allow-http-callbacks.
 	Production bool
+	// Limits caps subscriptions and pending verifications (hub/limits.go);
+	// zero values take the defaults.
+	Limits Limits
+	// OnRefused, when set, is called with the limit's name (Limit*) each
+	// time a request is refused for a cap (the relay counts it in
+	// /metrics). It must not block.
+	OnRefused func(limit string)
 
 	// Concurrency bounds the verification and denial requests in flight;
 	// default 16.
@@ -131,6 +139,8 @@ type Hub struct {
 	public string
 
 	denyMu  sync.Mutex    // one deny at a time (deny.go)
+	limits  Limits        // opt.Limits with defaults
+	limitMu sync.Mutex    // held from a request's cap check to its AddVerification (limits.go)
 	wake    chan struct{} // a verification was added
 	denials chan denial   // denial notices to send (DenyRevoked)
 }
@@ -172,7 +182,7 @@ func New(st Store, opt Options) *Hub {
 	if opt.Guard == nil {
 		opt.Guard, _ = NewGuard(GuardOptions{}) // the zero options always validate
 	}
-	return &Hub{st: st, opt: opt, log: opt.Logger.With("component", "websub_hub"), client: opt.Guard.HTTPClient(),
+	return &Hub{st: st, opt: opt, limits: opt.Limits.withDefaults(), log: opt.Logger.With("component", "websub_hub"), client: opt.Guard.HTTPClient(),
 		public: strings.TrimRight(opt.PublicURL, "/"),
 		wake:   make(chan struct{}, 1), denials: make(chan denial, 256)}
 }
@@ -261,6 +271,14 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.TokenID, v.Secret, v.LeaseSeconds = tokenID, req.secret, req.lease
 	}
+	// A request over a cap is refused before the callback's host name is
+	// resolved (a flood costs no DNS); addVerification checks again, under
+	// its lock, for the requests that pass.
+	if req.mode == ModeSubscribe {
+		if err := h.checkLimits(r.Context(), v); err != nil {
+			return err
+		}
+	}
 	// After the capability check: CheckCallback may resolve the
 	// callback's host name.
 	if err := h.checkCallback(r.Context(), req.callback); err != nil {
@@ -274,7 +292,7 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if err := h.st.AddVerification(r.Context(), v); err != nil {
+	if err := h.addVerification(r.Context(), v); err != nil {
 		return err
 	}
 	h.log.DebugContext(r.Context(), "verification accepted", "project_id", v.ProjectID, "topic", v.Topic,
@@ -284,6 +302,17 @@ func (h *Hub) serve(w http.ResponseWriter, r *http.Request) error {
 	default:
 	}
 	return nil
+}
+
+// addVerification stores v unless it would take a topic, host or project
+// past a cap (checkLimits).
+func (h *Hub) addVerification(ctx context.Context, v store.Verification) error {
+	h.limitMu.Lock()
+	defer h.limitMu.Unlock()
+	if err := h.checkLimits(ctx, v); err != nil {
+		return err
+	}
+	return h.st.AddVerification(ctx, v)
 }
 
 // parse reads and checks the form; nothing in it makes an outbound
@@ -424,6 +453,9 @@ func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if he.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
+	}
+	if he == errHostVerifications {
+		w.Header().Set("Retry-After", h.pendingRetryAfter())
 	}
 	b, _ := json.Marshal(wire.Error{Error: he.code, Message: he.message}, json.Deterministic(true))
 	w.Header().Set("Content-Type", "application/json")

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -33,6 +34,7 @@ type Metrics struct {
 	storeTx    *prometheus.HistogramVec // op, result
 	commitDur  *prometheus.HistogramVec // result
 	commitSize prometheus.Histogram
+	refusals   *prometheus.CounterVec // limit (relay/limits.go, hub.LimitNames)
 }
 
 var _ store.Observer = (*Metrics)(nil)
@@ -76,12 +78,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 … 2048
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.appends, m.deliveries, m.storeTx, m.commitDur, m.commitSize,
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "acrelay_limit_refusals_total",
+		Help: "Requests refused by a limit (docs/operating.md \"Limits\"): client_rate, token_rate (429), websub_topic_subscriptions, websub_host_subscriptions, websub_project_subscriptions, websub_host_verifications (409).",
+	}, []string{"limit"})
+	reg.MustRegister(m.requests, m.duration, m.appends, m.deliveries, m.storeTx, m.commitDur, m.commitSize, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The outcomes are known in advance: a fresh relay shows zeros rather
 	// than no series.
 	for _, r := range []string{"created", "retry"} {
 		m.appends.WithLabelValues(r)
+	}
+	for _, l := range append([]string{limitClientRate, limitTokenRate}, hub.LimitNames...) {
+		m.refusals.WithLabelValues(l)
 	}
 	return m
 }
@@ -112,6 +121,13 @@ func txResult(err error) string {
 // CourierResult counts one delivery attempt; it is couriers.Options.OnResult.
 func (m *Metrics) CourierResult(courier, outcome string) {
 	m.deliveries.WithLabelValues(courier, outcome).Inc()
+}
+
+// LimitRefused counts one request refused by the limit named (a
+// limit* constant of relay/limits.go or a hub.Limit* name); it is also
+// hub.Options.OnRefused.
+func (m *Metrics) LimitRefused(limit string) {
+	m.refusals.WithLabelValues(limit).Inc()
 }
 
 // WatchCouriers registers gauges read from status at scrape time: each

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -32,6 +33,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Metrics != nil {
 		m.Use(noteRoute)
 	}
+	m.Use(s.limitClients) // the per-client-address rate of the routes that need no token (relay/limits.go)
 	// The embedded WebSub hub (spec/websub.md): no bearer middleware, since
 	// public topics and unsubscribes need none; the hub checks private
 	// topics through AuthorizeTopic.
@@ -134,7 +136,13 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
+			if errors.Is(err, errUnauthorized) && !s.allowClient(w, r) {
+				return // a client guessing tokens is held to the client rate
+			}
 			s.writeError(w, r, err)
+			return
+		}
+		if !s.allowTokenWrite(w, r, p) {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))

@@ -73,6 +73,9 @@ type Config struct {
 	// SSRF guard (hub.Guard.CheckCallbackResolved): a refused address is
 	// 400 remote_url_invalid and nothing is stored or requested.
 	CheckRemote func(ctx context.Context, raw string) error
+	// Limits are the request rates (relay/limits.go); the zero value limits
+	// nothing.
+	Limits RateLimits
 }
 
 // Server serves the HTTP surface over one store.
@@ -84,6 +87,7 @@ type Server struct {
 	wake   *wakeFanout
 	ingest *ingest.Ingester
 	ui     *uiViews // the live web view's sessions and streams (set by Handler)
+	limits limiters // per-client-address and per-token rates (relay/limits.go)
 
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
@@ -97,14 +101,14 @@ func New(st store.Store, cfg Config) *Server {
 	if cfg.OperatorTokenHash == nil && cfg.OperatorToken != "" {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
-	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/"), ingest: ingest.New(st, ingest.Options{})}
+	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/"), ingest: ingest.New(st, ingest.Options{}), limits: newLimiters(cfg.Limits)}
 	maxStreams := cfg.WakeMaxStreamsPerToken
 	if maxStreams == 0 {
 		maxStreams = DefaultWakeMaxStreamsPerToken
 	}
 	s.wake = newWakeFanout(st, cfg.Logger, maxStreams) // fed by the store's advances (spec §9)
 	if cfg.Metrics != nil {
-		cfg.Metrics.reg.MustRegister(serverCollector{s})
+		cfg.Metrics.reg.MustRegister(serverCollector{s}, limiterCollector{s})
 	}
 	return s
 }

@@ -577,6 +577,7 @@ type Store interface {
 	Handoffs
 	Advances
 	WebSub
+	WebSubLimits
 	Visibility
 	FeedTokens
 	Archives

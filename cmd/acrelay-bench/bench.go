@@ -316,6 +316,14 @@ const (
 	durableBoundRun = -2
 )
 
+// benchNoLimits turns the relay's rates and hub caps off (as environment
+// variables, which a relay built before them ignores): the benches measure
+// one token's appends and thousands of subscriptions from one address.
+// Flags a run adds (as acrelay-bench hostile does) override them.
+var benchNoLimits = []string{"ACRELAY_RATE_CLIENT=0", "ACRELAY_RATE_TOKEN_WRITES=0",
+	"ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_TOPIC=0", "ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_HOST=0",
+	"ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_PROJECT=0", "ACRELAY_WEBSUB_MAX_PENDING_PER_HOST=0"}
+
 // benchRelay is a relay process started by the bench.
 type benchRelay struct {
 	cmd     *exec.Cmd
@@ -375,7 +383,7 @@ func startBenchRelay(ctx context.Context, run benchRun, databaseURL string) (_ *
 	_, _ = rand.Read(tok[:])
 	op := hex.EncodeToString(tok[:])
 	cmd := exec.Command(exe, append(benchServerArgs(run.maxBatch, addr, dir, databaseURL), run.extra...)...)
-	cmd.Env = append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op)
+	cmd.Env = append(append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op), benchNoLimits...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	stopWithParent(cmd)
 	if err := cmd.Start(); err != nil {

@@ -807,7 +807,7 @@ func startMatrixRelay(ctx context.Context, bin string, args, env []string) (*ben
 	}
 	op := randomHex(24)
 	cmd := exec.Command(bin, append(benchServerArgs(0, addr, dir, ""), args...)...)
-	cmd.Env = append(append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op), env...)
+	cmd.Env = append(append(append(os.Environ(), "ACRELAY_OPERATOR_TOKEN="+op), benchNoLimits...), env...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	stopWithParent(cmd)
 	if err := cmd.Start(); err != nil {

@@ -101,7 +101,11 @@ type websubResult struct {
 	Errors          int64   `json:"errors"`
 }
 
-func init() { rootCmd.AddCommand(newWebSubCmd()) }
+func init() {
+	w := newWebSubCmd()
+	w.AddCommand(newWebSubHangingCmd()) // acrelay-bench websub hanging (websub_hanging.go)
+	rootCmd.AddCommand(w)
+}
 
 func newWebSubCmd() *cobra.Command {
 	c := websubConfig{}

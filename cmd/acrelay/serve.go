@@ -54,6 +54,7 @@ type serveConfig struct {
 	// the relay is published over https (--public-url https://…).
 	WebSubAllowHTTPCallbacks bool
 
+	Limits     limitsConfig // cmd/acrelay/limits.go
 	Matrix     matrixConfig
 	Federation federationConfig // cmd/acrelay/peer_cmd.go
 }
@@ -110,6 +111,7 @@ keeps only its hash, which later starts use.`,
 	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
 	addConfigFlag(cmd)
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
+	addLimitFlags(fs, &cfg.Limits)
 	addMatrixFlags(fs, &cfg.Matrix)
 	addFederationFlags(cmd, fs, &cfg.Federation)
 	return cmd
@@ -177,6 +179,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	if err := cfg.checkWebSub(); err != nil {
+		return err
+	}
+	if err := cfg.Limits.check(); err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -256,6 +261,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Production: strings.HasPrefix(public, "https://") && !cfg.WebSubAllowHTTPCallbacks,
 		Authorize:  func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
 		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
+		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
 	})
 	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
 		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
@@ -273,7 +279,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger, guard.HTTPClient())
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
-		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed,
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := guard.CheckCallbackResolved(ctx, raw)
 			return err

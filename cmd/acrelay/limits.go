@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ratelimit"
+	"github.com/acrelay/acrelay/relay"
+)
+
+// limitsConfig is serve's limits (docs/operating.md "Limits"): request
+// rates and the hub's caps. Each flag's environment variable is ACRELAY_
+// and its name in upper snake case (ACRELAY_RATE_CLIENT, …).
+type limitsConfig struct {
+	ClientRate      float64
+	ClientBurst     int
+	TokenWriteRate  float64
+	TokenWriteBurst int
+	RateLimitKeys   int
+	TrustedProxies  []string
+
+	SubscriptionsPerTopic   int
+	SubscriptionsPerHost    int
+	SubscriptionsPerProject int
+	PendingPerHost          int
+}
+
+// Default rates: a feed reader or subscriber needs a request now and then,
+// an agent a few writes a second; an append token's steady rate is well
+// under the relay's whole append rate (≈ 5,000/s on two cores), so one
+// runaway agent cannot take it.
+const (
+	defaultClientRate      = 20
+	defaultClientBurst     = 100
+	defaultTokenWriteRate  = 100
+	defaultTokenWriteBurst = 200
+)
+
+func addLimitFlags(fs *pflag.FlagSet, c *limitsConfig) {
+	fs.Float64Var(&c.ClientRate, "rate-client", defaultClientRate, "requests per second of one client address (IPv6: its /64) on the routes that need no token: the WebSub hub, feed capabilities, public reads, refused tokens; 0 = no limit (ACRELAY_RATE_CLIENT)")
+	fs.IntVar(&c.ClientBurst, "rate-client-burst", defaultClientBurst, "burst of --rate-client (ACRELAY_RATE_CLIENT_BURST)")
+	fs.Float64Var(&c.TokenWriteRate, "rate-token-writes", defaultTokenWriteRate, "authenticated writes (POST, PUT, PATCH, DELETE) per second of one token; 0 = no limit (ACRELAY_RATE_TOKEN_WRITES)")
+	fs.IntVar(&c.TokenWriteBurst, "rate-token-writes-burst", defaultTokenWriteBurst, "burst of --rate-token-writes (ACRELAY_RATE_TOKEN_WRITES_BURST)")
+	fs.IntVar(&c.RateLimitKeys, "rate-limit-keys", ratelimit.DefaultMaxKeys, "most client addresses (and, separately, tokens) whose buckets are kept in memory; idle ones are dropped first (ACRELAY_RATE_LIMIT_KEYS)")
+	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (for the per-client rate); none by default (ACRELAY_TRUSTED_PROXIES, comma-separated)")
+	fs.IntVar(&c.SubscriptionsPerTopic, "websub-max-subscriptions-per-topic", hub.DefaultMaxSubscriptionsPerTopic, "most WebSub subscriptions (pending ones included) of one topic; 0 = no cap (ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_TOPIC)")
+	fs.IntVar(&c.SubscriptionsPerHost, "websub-max-subscriptions-per-host", hub.DefaultMaxSubscriptionsPerHost, "most WebSub subscriptions whose callback is on one host[:port], over every project; 0 = no cap (ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_HOST)")
+	fs.IntVar(&c.SubscriptionsPerProject, "websub-max-subscriptions-per-project", hub.DefaultMaxSubscriptionsPerProject, "most WebSub subscriptions of one project; 0 = no cap (ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_PROJECT)")
+	fs.IntVar(&c.PendingPerHost, "websub-max-pending-per-host", hub.DefaultMaxPendingPerHost, "most verifications of intent waiting for one callback host[:port]; 0 = no cap (ACRELAY_WEBSUB_MAX_PENDING_PER_HOST)")
+}
+
+// check validates the limits once; no value is silently changed.
+func (c limitsConfig) check() error {
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{
+		{"--rate-client", c.ClientRate}, {"--rate-client-burst", float64(c.ClientBurst)},
+		{"--rate-token-writes", c.TokenWriteRate}, {"--rate-token-writes-burst", float64(c.TokenWriteBurst)},
+		{"--websub-max-subscriptions-per-topic", float64(c.SubscriptionsPerTopic)},
+		{"--websub-max-subscriptions-per-host", float64(c.SubscriptionsPerHost)},
+		{"--websub-max-subscriptions-per-project", float64(c.SubscriptionsPerProject)},
+		{"--websub-max-pending-per-host", float64(c.PendingPerHost)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s %v: want 0 (no limit) or more", f.flag, f.v)
+		}
+	}
+	if c.ClientRate > 0 && c.ClientBurst < 1 {
+		return fmt.Errorf("--rate-client-burst %d: want at least 1 with --rate-client %v", c.ClientBurst, c.ClientRate)
+	}
+	if c.TokenWriteRate > 0 && c.TokenWriteBurst < 1 {
+		return fmt.Errorf("--rate-token-writes-burst %d: want at least 1 with --rate-token-writes %v", c.TokenWriteBurst, c.TokenWriteRate)
+	}
+	if c.RateLimitKeys < 2 {
+		return fmt.Errorf("--rate-limit-keys %d: want at least 2", c.RateLimitKeys)
+	}
+	_, err := relay.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies (ACRELAY_TRUSTED_PROXIES): %w", err)
+	}
+	return nil
+}
+
+// rates is the relay's share (check has passed).
+func (c limitsConfig) rates() relay.RateLimits {
+	trusted, _ := relay.ParseTrustedProxies(c.TrustedProxies)
+	return relay.RateLimits{ClientRate: c.ClientRate, ClientBurst: c.ClientBurst,
+		TokenWriteRate: c.TokenWriteRate, TokenWriteBurst: c.TokenWriteBurst,
+		MaxKeys: c.RateLimitKeys, TrustedProxies: trusted}
+}
+
+// hubLimits is the hub's share: a flag's 0 (no cap) is the hub's negative.
+func (c limitsConfig) hubLimits() hub.Limits {
+	noCap := func(v int) int {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
+	return hub.Limits{SubscriptionsPerTopic: noCap(c.SubscriptionsPerTopic), SubscriptionsPerHost: noCap(c.SubscriptionsPerHost),
+		SubscriptionsPerProject: noCap(c.SubscriptionsPerProject), PendingPerHost: noCap(c.PendingPerHost)}
+}
