@@ -47,7 +47,7 @@ var _ Store = store.Store(nil)
 // Appender is the one ingest path for foreign records
 // (*ingest.Ingester).
 type Appender interface {
-	AppendForeign(ctx context.Context, projectID string, raw []byte, remoteReceivedAt time.Time) (ingest.Result, error)
+	AppendForeign(ctx context.Context, projectID string, page []ingest.ForeignRecord) []ingest.ForeignResult
 }
 
 // Options configure a Manager. PublicURL and Holder are required.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ type timing struct {
 	// transport, when set, carries the link's requests to remotes (a
 	// test's partition).
 	transport http.RoundTripper
+	// verifyDelay, when set, delays this relay's answers to a hub's
+	// verification of intent (GET on a peer link's callback): the link's
+	// subscription becomes active that much later.
+	verifyDelay time.Duration
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -125,7 +130,17 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 		HTTP: &http.Client{Timeout: 2 * time.Second, Transport: tm.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorToken: operatorToken, Logger: log, Hub: h,
 		TokenRevoked: h.DenyRevoked, Peers: fed})
-	hs := httptest.NewUnstartedServer(srv.Handler())
+	handler := srv.Handler()
+	if d := tm.verifyDelay; d > 0 {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, relay.CallbackPath) {
+				time.Sleep(d)
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	hs := httptest.NewUnstartedServer(handler)
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()

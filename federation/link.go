@@ -30,6 +30,7 @@ type link struct {
 	sub   *client.WebSubSubscriber
 	topic string
 	kick  chan struct{} // a key is unknown here: sync the registry now
+	fill  chan struct{} // a gap is known (or the subscription just became active): backfill now
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -37,10 +38,14 @@ type link struct {
 	mu       sync.Mutex
 	lease    store.Lease
 	cursor   int64
+	seen     int64 // every remote received_seq up to here was handled (by backfill or push); never stored
 	lastErr  string
 	keyPages map[string]keyPage // by the page's after ("" first)
 
 	stored, duplicates, refused, keysImported atomic.Int64
+	// settle is when the settling after a verified subscription ends (unix
+	// nanoseconds; 0 when not settling), see runSubscription.
+	settle atomic.Int64
 }
 
 // keyPage is what a registry page said, kept for its 304.
@@ -51,7 +56,7 @@ type keyPage struct {
 }
 
 func newLink(m *Manager, p store.Peer, lease store.Lease) *link {
-	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), keyPages: map[string]keyPage{},
+	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), keyPages: map[string]keyPage{},
 		log: m.log.With("project_id", p.ProjectID, "peer_id", p.ID)}
 	l.topic = hub.Topic{ProjectID: p.ProjectID, RepositoryID: p.RepositoryID, Format: hub.FormatJSON}.URL(p.RemoteURL)
 	l.sub = &client.WebSubSubscriber{
@@ -146,6 +151,15 @@ func (l *link) runSubscription(ctx context.Context) {
 			default:
 				l.log.Info("federation: subscribed", "topic", l.topic, "lease_seconds", int64(lease/time.Second))
 				wait = max(lease*3/4, time.Second)
+				// Records the remote stored after backfill's last page and
+				// before its hub took this subscription are neither pushed
+				// nor fetched yet. The remote's hub starts the
+				// subscription's cursor at its head only once it has our
+				// answer, a moment after this, so backfill settles: a round
+				// now, then every settleEvery until the first push (whose
+				// received_seq shows any gap left) or settleFor.
+				l.settle.Store(time.Now().Add(settleFor).UnixNano())
+				l.backfillNow()
 			}
 		}
 		select {
@@ -163,20 +177,24 @@ func (l *link) unsubscribe(ctx context.Context) {
 }
 
 // runBackfill syncs the registry and backfills from the remote cursor,
-// then again every PollInterval (IdlePollInterval while subscribed), at
-// once when a key is unknown.
+// then again every PollInterval (IdlePollInterval while subscribed); at
+// once when a gap is known (a push past what was handled, the
+// subscription just verified) and, with the registry synced first, when a
+// key is unknown. A failed round is retried after a short backoff
+// (retryMin, doubling up to PollInterval).
 func (l *link) runBackfill(ctx context.Context) {
 	states, err := l.m.st.TargetStates(ctx, Courier, l.peer.ProjectID)
 	if err == nil {
 		for _, s := range states {
 			if s.Target == l.peer.ID {
 				l.mu.Lock()
-				l.cursor = s.ReceivedSeq
+				l.cursor, l.seen = s.ReceivedSeq, s.ReceivedSeq
 				l.mu.Unlock()
 			}
 		}
 	}
 	var lastKeys time.Time
+	var retry time.Duration
 	for {
 		if time.Since(lastKeys) >= l.m.opt.KeysInterval {
 			if err := l.syncKeys(ctx); err != nil && ctx.Err() == nil {
@@ -198,11 +216,14 @@ func (l *link) runBackfill(ctx context.Context) {
 		l.setErr(err)
 		if err != nil {
 			l.log.Warn("federation: backfill", "err", err)
+			retry = min(max(2*retry, retryMin), l.m.opt.PollInterval)
+		} else {
+			retry = 0
 		}
 		if more && err == nil {
 			continue // the round ended at MaxPagesPerRound with progress: the next one starts now
 		}
-		kicked, ok := l.pause(ctx, err == nil && l.subscribed() > 0)
+		kicked, ok := l.pause(ctx, err == nil && l.subscribed() > 0, retry)
 		if !ok {
 			return
 		}
@@ -212,17 +233,42 @@ func (l *link) runBackfill(ctx context.Context) {
 	}
 }
 
-// pause waits before the next backfill round: PollInterval, or
-// IdlePollInterval while subscribed. A subscription whose lease ends
-// without a verified renewal (the remote was unreachable for each) has
-// lapsed: the remote's hub delivers nothing more, so the round starts at
-// once and backfill falls back to PollInterval until the link subscribes
-// again. kicked reports a registry sync asked for; ok is false when ctx
-// ended.
-func (l *link) pause(ctx context.Context, idle bool) (kicked, ok bool) {
+// retryMin is the first wait after a failed backfill round.
+const retryMin = 100 * time.Millisecond
+
+// settleEvery and settleFor: backfill's rounds after a subscription is
+// verified, until its first push.
+const (
+	settleEvery = 250 * time.Millisecond
+	settleFor   = 5 * time.Second
+)
+
+// backfillNow asks runBackfill for a round at once.
+func (l *link) backfillNow() {
+	select {
+	case l.fill <- struct{}{}:
+	default:
+	}
+}
+
+// pause waits before the next backfill round: retry when it is set (the
+// last round failed), else settleEvery while settling, PollInterval, or
+// IdlePollInterval while subscribed. A gap made known (backfillNow) ends it at once. A
+// subscription whose lease ends without a verified renewal (the remote
+// was unreachable for each) has lapsed: the remote's hub delivers nothing
+// more, so the round starts at once and backfill falls back to
+// PollInterval until the link subscribes again. kicked reports a registry
+// sync asked for; ok is false when ctx ended.
+func (l *link) pause(ctx context.Context, idle bool, retry time.Duration) (kicked, ok bool) {
 	deadline := time.Now().Add(l.m.opt.PollInterval)
-	if idle {
+	switch {
+	case retry > 0:
+		deadline, idle = time.Now().Add(retry), false
+	case idle:
 		deadline = time.Now().Add(l.m.opt.IdlePollInterval)
+	}
+	if until := time.Unix(0, l.settle.Load()); time.Now().Before(until) && retry == 0 {
+		deadline, idle = time.Now().Add(settleEvery), false
 	}
 	for {
 		wait := time.Until(deadline)
@@ -242,6 +288,8 @@ func (l *link) pause(ctx context.Context, idle bool) (kicked, ok bool) {
 			return false, false
 		case <-l.kick:
 			return true, true
+		case <-l.fill:
+			return false, true
 		case <-time.After(wait):
 		}
 	}
@@ -431,26 +479,43 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 		}
 		handled := cursor
 		var pageErr error
+		recs := make([]pageRecord, 0, len(page.Events))
 		for _, e := range page.Events {
 			seq, err := strconv.ParseInt(e.Receipt.ReceivedSeq, 10, 64)
-			if err != nil || seq <= handled {
-				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, handled)
+			if err != nil || seq <= max(handled, lastSeq(recs)) {
+				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, max(handled, lastSeq(recs)))
 				break
 			}
-			err = l.take(ctx, e.Event, e.Receipt.ReceivedAt, !synced)
+			recs = append(recs, pageRecord{raw: e.Event, receivedAt: e.Receipt.ReceivedAt, seq: seq})
+		}
+		errs := l.takePage(ctx, recs, !synced)
+		var unknown []int
+		for i, err := range errs {
 			if errors.Is(err, errUnknownKey) {
-				synced = true
-				if serr := l.syncKeys(ctx); serr != nil {
-					pageErr = serr
-					break
-				}
-				err = l.take(ctx, e.Event, e.Receipt.ReceivedAt, false)
+				unknown = append(unknown, i)
 			}
+		}
+		if len(unknown) > 0 {
+			synced = true
+			if serr := l.syncKeys(ctx); serr != nil {
+				pageErr = serr
+				errs = errs[:unknown[0]] // handled up to the first unknown key
+			} else {
+				again := make([]pageRecord, len(unknown))
+				for k, i := range unknown {
+					again[k] = recs[i]
+				}
+				for k, err := range l.takePage(ctx, again, false) {
+					errs[unknown[k]] = err
+				}
+			}
+		}
+		for i, err := range errs {
 			if errors.Is(err, errTemporary) {
 				pageErr = err
 				break
 			}
-			handled = seq
+			handled = recs[i].seq
 		}
 		if handled > cursor {
 			if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, handled); err != nil {
@@ -458,6 +523,7 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 			}
 			l.mu.Lock()
 			l.cursor = handled
+			l.seen = max(l.seen, handled)
 			l.mu.Unlock()
 		}
 		if pageErr != nil {
@@ -476,34 +542,58 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 // errUnknownKey: the record's key is not (yet) known here.
 var errUnknownKey = errors.New("signing key unknown here")
 
-// take appends one foreign record. It returns nil when the record is
-// handled (stored, a duplicate, or refused for good), errTemporary when it
-// must be retried, and errUnknownKey (when retryUnknown) for a key that a
+// pageRecord is one record as a remote served it.
+type pageRecord struct {
+	raw        []byte
+	receivedAt string
+	seq        int64
+}
+
+func lastSeq(recs []pageRecord) int64 {
+	if len(recs) == 0 {
+		return 0
+	}
+	return recs[len(recs)-1].seq
+}
+
+// takePage appends a page of foreign records in one call of the ingest
+// path (one group commit). Each record's error is nil when it is handled
+// (stored, a duplicate, or refused for good), errTemporary when it must
+// be retried, and errUnknownKey (when retryUnknown) for a key that a
 // registry sync may bring.
-func (l *link) take(ctx context.Context, raw []byte, receivedAt string, retryUnknown bool) error {
-	at, ok := parseTime(receivedAt)
-	if !ok {
-		l.refuse("", "receipt_invalid", nil)
-		return nil
-	}
-	res, err := l.m.in.AppendForeign(ctx, l.peer.ProjectID, raw, at)
-	if err == nil {
-		if res.Created {
-			l.stored.Add(1)
-		} else {
-			l.duplicates.Add(1)
+func (l *link) takePage(ctx context.Context, recs []pageRecord, retryUnknown bool) []error {
+	errs := make([]error, len(recs))
+	in := make([]ingest.ForeignRecord, 0, len(recs))
+	idx := make([]int, 0, len(recs))
+	for i, r := range recs {
+		at, ok := parseTime(r.receivedAt)
+		if !ok {
+			l.refuse("", "receipt_invalid", nil)
+			continue
 		}
-		return nil
+		in = append(in, ingest.ForeignRecord{Raw: r.raw, RemoteReceivedAt: at})
+		idx = append(idx, i)
 	}
-	if errors.Is(err, ingest.ErrAppendUnavailable) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", errTemporary, err)
+	if len(in) == 0 {
+		return errs
 	}
-	if retryUnknown && errors.Is(err, store.ErrSenderNotActive) {
-		return errUnknownKey
+	for k, res := range l.m.in.AppendForeign(ctx, l.peer.ProjectID, in) {
+		i, err := idx[k], res.Err
+		switch {
+		case err == nil && res.Created:
+			l.stored.Add(1)
+		case err == nil:
+			l.duplicates.Add(1)
+		case errors.Is(err, ingest.ErrAppendUnavailable) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil:
+			errs[i] = fmt.Errorf("%w: %w", errTemporary, err)
+		case retryUnknown && errors.Is(err, store.ErrSenderNotActive):
+			errs[i] = errUnknownKey
+		default:
+			_, code, _ := ingest.Refusal(err)
+			l.refuse(eventIDOf(recs[i].raw), code, err)
+		}
 	}
-	_, code, _ := ingest.Refusal(err)
-	l.refuse(eventIDOf(raw), code, err)
-	return nil
+	return errs
 }
 
 // refuse counts and logs a refused record, never its body.
@@ -529,14 +619,35 @@ func eventIDOf(raw []byte) string {
 }
 
 // onPush appends a record the remote's hub delivered; it never moves the
-// cursor. An unknown key asks backfill to sync the registry.
+// cursor. A record that does not follow what was handled (a gap: records
+// the remote stored before it were neither pushed nor fetched, or it was
+// not handled) starts a backfill round at once; an unknown key asks for
+// the registry first. A repository link cannot tell a gap (its records'
+// received_seq are the project's), so each of its pushes past what was
+// handled starts a round.
 func (l *link) onPush(_ string, rec client.Record) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := l.take(ctx, rec.Raw, rec.Receipt.ReceivedAt, true); errors.Is(err, errUnknownKey) || errors.Is(err, errTemporary) {
+	err := l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: rec.Receipt.ReceivedSeq}}, true)[0]
+	if errors.Is(err, errUnknownKey) || errors.Is(err, errTemporary) {
 		select {
 		case l.kick <- struct{}{}:
 		default:
 		}
+	}
+	l.settle.Store(0) // the remote's hub has the subscription: gaps show from here on
+	seq := rec.Receipt.ReceivedSeq
+	l.mu.Lock()
+	gap := false
+	switch {
+	case seq <= l.seen:
+	case seq == l.seen+1 && err == nil && l.peer.RepositoryID == "":
+		l.seen = seq
+	default:
+		gap = true
+	}
+	l.mu.Unlock()
+	if gap {
+		l.backfillNow()
 	}
 }
