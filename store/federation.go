@@ -123,6 +123,8 @@ type Federation interface {
 	// ErrUnavailable.
 	Peer(ctx context.Context, projectID, peerID string) (Peer, error)
 	// RemovePeer deletes one link (its imported keys stay: they verify
-	// history). Errors: ErrNotFound, ErrUnavailable.
+	// history) and its refusals. Errors: ErrNotFound, ErrUnavailable.
 	RemovePeer(ctx context.Context, projectID, peerID string) error
+
+	Refusals
 }
