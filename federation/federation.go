@@ -18,7 +18,7 @@ const Courier = "federation"
 const (
 	DefaultPollInterval      = 30 * time.Second
 	DefaultIdlePollInterval  = 5 * time.Minute
-	DefaultKeysInterval      = time.Minute
+	DefaultKeysInterval      = 2 * time.Second
 	DefaultSubscriptionLease = 24 * time.Hour
 	DefaultLeaseTTL          = 30 * time.Second
 	// MaxPagesPerRound bounds the backfill pages one round reads.
@@ -40,6 +40,7 @@ type Store interface {
 	TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error)
 	AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error
 	ForgetTarget(ctx context.Context, courier, projectID, target string) error
+	store.Refusals
 }
 
 var _ Store = store.Store(nil)

@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/acrelay/acrelay/couriers"
 	websubcourier "github.com/acrelay/acrelay/couriers/websub"
 	"github.com/acrelay/acrelay/federation"
@@ -96,6 +99,14 @@ func pgOr() string {
 		return "postgres"
 	}
 	return "sqlite"
+}
+
+// engines is SQLite, and PostgreSQL when a test database is configured.
+func engines() []string {
+	if pgOr() == "postgres" {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
 }
 
 // startRelay serves st on addr ("127.0.0.1:0" for a fresh port).
@@ -329,3 +340,20 @@ func slicesEqual(a, b []string) bool {
 }
 
 func tempDB(t *testing.T, name string) string { return filepath.Join(t.TempDir(), name+".db") }
+
+// scrape reads r's federation metrics through a Prometheus text
+// exposition served over HTTP (as cmd registers the Manager).
+func scrape(t *testing.T, r *testRelay) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.fed)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

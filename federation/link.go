@@ -37,8 +37,11 @@ type link struct {
 
 	mu       sync.Mutex
 	lease    store.Lease
-	cursor   int64
-	seen     int64 // every remote received_seq up to here was handled (by backfill or push); never stored
+	cursor   int64          // the remote cursor as stored: never past a kept refusal
+	read     int64          // backfill reads after this: every record up to it was handled or kept
+	seen     int64          // every remote received_seq up to here was handled (by backfill or push); never stored
+	pending  map[int64]bool // remote received_seq of the kept refusals that may pass
+	clock    remoteClock    // the latest remote receipt seen (clock.go)
 	lastErr  string
 	keyPages map[string]keyPage // by the page's after ("" first)
 
@@ -56,7 +59,7 @@ type keyPage struct {
 }
 
 func newLink(m *Manager, p store.Peer, lease store.Lease) *link {
-	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), keyPages: map[string]keyPage{},
+	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), keyPages: map[string]keyPage{}, pending: map[int64]bool{},
 		log: m.log.With("project_id", p.ProjectID, "peer_id", p.ID)}
 	l.topic = hub.Topic{ProjectID: p.ProjectID, RepositoryID: p.RepositoryID, Format: hub.FormatJSON}.URL(p.RemoteURL)
 	l.sub = &client.WebSubSubscriber{
@@ -86,6 +89,7 @@ func (l *link) start(parent context.Context) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	l.cancel = cancel
 	l.done.Go(func() { l.runBackfill(ctx) })
+	l.done.Go(func() { l.runRegistry(ctx) })
 	l.done.Go(func() { l.runSubscription(ctx) })
 }
 
@@ -176,11 +180,11 @@ func (l *link) unsubscribe(ctx context.Context) {
 	}
 }
 
-// runBackfill syncs the registry and backfills from the remote cursor,
-// then again every PollInterval (IdlePollInterval while subscribed); at
-// once when a gap is known (a push past what was handled, the
-// subscription just verified) and, with the registry synced first, when a
-// key is unknown. A failed round is retried after a short backoff
+// runBackfill syncs the registry once, then backfills from the remote
+// cursor and retries the kept refusals, again every PollInterval
+// (IdlePollInterval while subscribed), and at once when a gap is known (a
+// push past what was handled, the subscription just verified) or the
+// registry changed here. A failed round is retried after a short backoff
 // (retryMin, doubling up to PollInterval).
 func (l *link) runBackfill(ctx context.Context) {
 	states, err := l.m.st.TargetStates(ctx, Courier, l.peer.ProjectID)
@@ -188,23 +192,23 @@ func (l *link) runBackfill(ctx context.Context) {
 		for _, s := range states {
 			if s.Target == l.peer.ID {
 				l.mu.Lock()
-				l.cursor, l.seen = s.ReceivedSeq, s.ReceivedSeq
+				l.cursor, l.read, l.seen = s.ReceivedSeq, s.ReceivedSeq, s.ReceivedSeq
 				l.mu.Unlock()
 			}
 		}
 	}
-	var lastKeys time.Time
+	if err := l.loadPending(ctx); err != nil && ctx.Err() == nil {
+		l.log.Warn("federation: kept refusals", "err", err)
+	}
+	if err := l.syncKeys(ctx); err != nil && ctx.Err() == nil { // the keys of the first page
+		l.log.Warn("federation: registry sync", "err", err)
+	}
 	var retry time.Duration
 	for {
-		if time.Since(lastKeys) >= l.m.opt.KeysInterval {
-			if err := l.syncKeys(ctx); err != nil && ctx.Err() == nil {
-				l.log.Warn("federation: registry sync", "err", err)
-				l.setErr(err)
-			} else {
-				lastKeys = time.Now()
-			}
-		}
 		more, err := l.backfill(ctx)
+		if err == nil {
+			err = l.retryKept(ctx)
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			l.log.Info("federation: lease lost; the link stops")
 			l.m.Refresh(l.peer.ProjectID)
@@ -223,12 +227,36 @@ func (l *link) runBackfill(ctx context.Context) {
 		if more && err == nil {
 			continue // the round ended at MaxPagesPerRound with progress: the next one starts now
 		}
-		kicked, ok := l.pause(ctx, err == nil && l.subscribed() > 0, retry)
-		if !ok {
+		if !l.pause(ctx, err == nil && l.subscribed() > 0, retry) {
 			return
 		}
-		if kicked {
-			lastKeys = time.Time{}
+	}
+}
+
+// runRegistry re-reads the remote's key registry every KeysInterval
+// (conditionally: a page that did not change is a 304) and at once when a
+// pushed record's key is unknown here. A sync that changed anything here
+// starts a backfill round, which retries the kept refusals first.
+func (l *link) runRegistry(ctx context.Context) {
+	t := time.NewTicker(l.m.opt.KeysInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		before := l.keysImported.Load()
+		if err := l.syncKeys(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.log.Warn("federation: registry sync", "err", err)
+			continue
+		}
+		if l.keysImported.Load() != before {
+			l.backfillNow()
 		}
 	}
 }
@@ -257,9 +285,9 @@ func (l *link) backfillNow() {
 // subscription whose lease ends without a verified renewal (the remote
 // was unreachable for each) has lapsed: the remote's hub delivers nothing
 // more, so the round starts at once and backfill falls back to
-// PollInterval until the link subscribes again. kicked reports a registry
-// sync asked for; ok is false when ctx ended.
-func (l *link) pause(ctx context.Context, idle bool, retry time.Duration) (kicked, ok bool) {
+// PollInterval until the link subscribes again. It is false when ctx
+// ended.
+func (l *link) pause(ctx context.Context, idle bool, retry time.Duration) bool {
 	deadline := time.Now().Add(l.m.opt.PollInterval)
 	switch {
 	case retry > 0:
@@ -276,20 +304,18 @@ func (l *link) pause(ctx context.Context, idle bool, retry time.Duration) (kicke
 			left := l.subscribed()
 			if left == 0 {
 				l.log.Info("federation: subscription lapsed; polling")
-				return false, true
+				return true
 			}
 			wait = min(wait, left+10*time.Millisecond)
 		}
 		if wait <= 0 {
-			return false, true
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return false, false
-		case <-l.kick:
-			return true, true
+			return false
 		case <-l.fill:
-			return false, true
+			return true
 		case <-time.After(wait):
 		}
 	}
@@ -445,25 +471,25 @@ type eventsPage struct {
 	Page wire.Page `json:"page"`
 }
 
-// errTemporary ends a page: the record is retried on the next round.
-var errTemporary = errors.New("temporary append failure")
-
-// backfill reads pages after the cursor until the remote has no more, at
-// most MaxPagesPerRound, advancing the cursor over each page's contiguous
-// handled prefix. more is true when the round ended at MaxPagesPerRound
-// with the remote still having more: a long history is read round after
-// round without waiting for the poll interval between them.
+// backfill reads pages after the read position until the remote has no
+// more, at most MaxPagesPerRound; the read position moves over each
+// page's contiguous handled prefix (stored, duplicate, refused for good,
+// or refused and kept to retry), and the cursor over what is handled and
+// not held by a refusal that may pass (advance). more is true when the
+// round ended at MaxPagesPerRound with the remote still having more: a
+// long history is read round after round without waiting for the poll
+// interval between them.
 func (l *link) backfill(ctx context.Context) (more bool, err error) {
 	synced := false
 	for range MaxPagesPerRound {
 		l.mu.Lock()
-		cursor, lease := l.cursor, l.lease
+		read := l.read
 		l.mu.Unlock()
-		q := url.Values{"project_id": {l.peer.ProjectID}, "after": {strconv.FormatInt(cursor, 10)}, "limit": {strconv.Itoa(pageLimit)}}
+		q := url.Values{"project_id": {l.peer.ProjectID}, "after": {strconv.FormatInt(read, 10)}, "limit": {strconv.Itoa(pageLimit)}}
 		if l.peer.RepositoryID != "" {
 			q.Set("repository_id", l.peer.RepositoryID)
 		}
-		if cursor == 0 {
+		if read == 0 {
 			q.Del("after")
 		}
 		status, _, body, err := l.remoteGet(ctx, l.peer.RemoteURL+"/v1/correspondence/events?"+q.Encode(), "")
@@ -477,21 +503,21 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 		if err := json.Unmarshal(body, &page); err != nil {
 			return false, fmt.Errorf("events page: %w", err)
 		}
-		handled := cursor
 		var pageErr error
 		recs := make([]pageRecord, 0, len(page.Events))
 		for _, e := range page.Events {
+			prev := max(read, lastSeq(recs))
 			seq, err := strconv.ParseInt(e.Receipt.ReceivedSeq, 10, 64)
-			if err != nil || seq <= max(handled, lastSeq(recs)) {
-				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, max(handled, lastSeq(recs)))
+			if err != nil || seq <= prev {
+				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, prev)
 				break
 			}
 			recs = append(recs, pageRecord{raw: e.Event, receivedAt: e.Receipt.ReceivedAt, seq: seq})
 		}
-		errs := l.takePage(ctx, recs, !synced)
+		outs := l.takePage(ctx, recs, !synced)
 		var unknown []int
-		for i, err := range errs {
-			if errors.Is(err, errUnknownKey) {
+		for i, o := range outs {
+			if o == unknownKey {
 				unknown = append(unknown, i)
 			}
 		}
@@ -499,32 +525,32 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 			synced = true
 			if serr := l.syncKeys(ctx); serr != nil {
 				pageErr = serr
-				errs = errs[:unknown[0]] // handled up to the first unknown key
+				outs = outs[:unknown[0]] // handled up to the first unknown key
 			} else {
 				again := make([]pageRecord, len(unknown))
 				for k, i := range unknown {
 					again[k] = recs[i]
+					again[k].checked = true // its clock was checked the first time
 				}
-				for k, err := range l.takePage(ctx, again, false) {
-					errs[unknown[k]] = err
+				for k, o := range l.takePage(ctx, again, false) {
+					outs[unknown[k]] = o
 				}
 			}
 		}
-		for i, err := range errs {
-			if errors.Is(err, errTemporary) {
-				pageErr = err
+		handled := read
+		for i, o := range outs {
+			if o == temporary {
+				pageErr = errTemporary
 				break
 			}
 			handled = recs[i].seq
 		}
-		if handled > cursor {
-			if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, handled); err != nil {
-				return false, err
-			}
-			l.mu.Lock()
-			l.cursor = handled
-			l.seen = max(l.seen, handled)
-			l.mu.Unlock()
+		l.mu.Lock()
+		l.read = handled
+		l.seen = max(l.seen, handled)
+		l.mu.Unlock()
+		if err := l.advance(ctx); err != nil {
+			return false, err
 		}
 		if pageErr != nil {
 			return false, pageErr
@@ -532,21 +558,48 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 		if !page.Page.HasMore {
 			return false, nil
 		}
-		if handled == cursor {
+		if handled == read {
 			return false, errors.New("events page: has_more without records")
 		}
 	}
 	return true, nil
 }
 
-// errUnknownKey: the record's key is not (yet) known here.
-var errUnknownKey = errors.New("signing key unknown here")
+// advance moves the remote cursor up to the read position, but never
+// past a record refused for a reason that may pass (spec/federation.md
+// "Cursors": the cursor moves over a contiguous stored range).
+func (l *link) advance(ctx context.Context) error {
+	l.mu.Lock()
+	target, lease, cursor := l.read, l.lease, l.cursor
+	for seq := range l.pending {
+		target = min(target, seq-1)
+	}
+	l.mu.Unlock()
+	if target <= cursor {
+		return nil
+	}
+	if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, target); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.cursor = max(l.cursor, target)
+	l.mu.Unlock()
+	return nil
+}
+
+// errTemporary ends a page: the record is fetched again on the next round.
+var errTemporary = errors.New("temporary append failure")
 
 // pageRecord is one record as a remote served it.
 type pageRecord struct {
 	raw        []byte
 	receivedAt string
 	seq        int64
+	// checked: the remote clock was checked already (a retry).
+	checked bool
+	// attempts and first are a kept refusal's (a retry of one).
+	attempts int
+	first    time.Time
 }
 
 func lastSeq(recs []pageRecord) int64 {
@@ -556,54 +609,65 @@ func lastSeq(recs []pageRecord) int64 {
 	return recs[len(recs)-1].seq
 }
 
-// takePage appends a page of foreign records in one call of the ingest
-// path (one group commit). Each record's error is nil when it is handled
-// (stored, a duplicate, or refused for good), errTemporary when it must
-// be retried, and errUnknownKey (when retryUnknown) for a key that a
-// registry sync may bring.
-func (l *link) takePage(ctx context.Context, recs []pageRecord, retryUnknown bool) []error {
-	errs := make([]error, len(recs))
+// outcome is what became of one foreign record.
+type outcome int
+
+const (
+	handled    outcome = iota // stored, a duplicate, or refused for good
+	temporary                 // not handled: fetch it again
+	unknownKey                // its key is unknown here: sync the registry, then take it again
+	kept                      // refused for a reason that may pass: kept, retried after a sync or round
+)
+
+// takePage takes a page of foreign records, in the remote's order: the
+// remote's clock check (clock.go), then one call of the ingest path (one
+// group commit). With syncFirst, a record whose key is unknown here is
+// unknownKey (the caller syncs the registry and takes it again); without,
+// it is refused and kept to retry (refusals.go).
+func (l *link) takePage(ctx context.Context, recs []pageRecord, syncFirst bool) []outcome {
+	outs := make([]outcome, len(recs))
 	in := make([]ingest.ForeignRecord, 0, len(recs))
 	idx := make([]int, 0, len(recs))
+	var prev time.Time // the page's latest receipt so far
 	for i, r := range recs {
 		at, ok := parseTime(r.receivedAt)
 		if !ok {
-			l.refuse("", "receipt_invalid", nil)
+			outs[i] = l.refuse(ctx, r, ReasonReceiptInvalid, true, nil)
 			continue
 		}
+		if !r.checked && !l.clockOK(r.seq, at, prev) {
+			outs[i] = l.refuse(ctx, r, ReasonReceiptBackdated, true, nil)
+			continue
+		}
+		prev = maxTime(prev, at)
 		in = append(in, ingest.ForeignRecord{Raw: r.raw, RemoteReceivedAt: at})
 		idx = append(idx, i)
 	}
 	if len(in) == 0 {
-		return errs
+		return outs
 	}
 	for k, res := range l.m.in.AppendForeign(ctx, l.peer.ProjectID, in) {
 		i, err := idx[k], res.Err
 		switch {
-		case err == nil && res.Created:
-			l.stored.Add(1)
 		case err == nil:
-			l.duplicates.Add(1)
+			if res.Created {
+				l.stored.Add(1)
+			} else {
+				l.duplicates.Add(1)
+			}
+			outs[i] = l.resolved(ctx, recs[i])
 		case errors.Is(err, ingest.ErrAppendUnavailable) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil:
-			errs[i] = fmt.Errorf("%w: %w", errTemporary, err)
-		case retryUnknown && errors.Is(err, store.ErrSenderNotActive):
-			errs[i] = errUnknownKey
+			outs[i] = temporary
+		case errors.Is(err, ingest.ErrSenderUnknown) && syncFirst:
+			outs[i] = unknownKey
+		case errors.Is(err, ingest.ErrSenderUnknown):
+			outs[i] = l.refuse(ctx, recs[i], ReasonSigningKeyUnknown, false, err)
 		default:
 			_, code, _ := ingest.Refusal(err)
-			l.refuse(eventIDOf(recs[i].raw), code, err)
+			outs[i] = l.refuse(ctx, recs[i], code, true, err)
 		}
 	}
-	return errs
-}
-
-// refuse counts and logs a refused record, never its body.
-func (l *link) refuse(eventID, code string, err error) {
-	l.refused.Add(1)
-	attrs := []any{"event_id", eventID, "code", code}
-	if err != nil {
-		attrs = append(attrs, "err", err)
-	}
-	l.log.Warn("federation: record refused", attrs...)
+	return outs
 }
 
 // eventIDOf is the event_id a record claims, for logs ("" when none).
@@ -628,20 +692,20 @@ func eventIDOf(raw []byte) string {
 func (l *link) onPush(_ string, rec client.Record) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: rec.Receipt.ReceivedSeq}}, true)[0]
-	if errors.Is(err, errUnknownKey) || errors.Is(err, errTemporary) {
+	seq := rec.Receipt.ReceivedSeq
+	o := l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: seq}}, true)[0]
+	if o == unknownKey || o == temporary {
 		select {
 		case l.kick <- struct{}{}:
 		default:
 		}
 	}
 	l.settle.Store(0) // the remote's hub has the subscription: gaps show from here on
-	seq := rec.Receipt.ReceivedSeq
 	l.mu.Lock()
 	gap := false
 	switch {
 	case seq <= l.seen:
-	case seq == l.seen+1 && err == nil && l.peer.RepositoryID == "":
+	case seq == l.seen+1 && (o == handled || o == kept) && l.peer.RepositoryID == "":
 		l.seen = seq
 	default:
 		gap = true
