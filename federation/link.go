@@ -35,15 +35,19 @@ type link struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 
-	mu       sync.Mutex
-	lease    store.Lease
-	cursor   int64          // the remote cursor as stored: never past a kept refusal
-	read     int64          // backfill reads after this: every record up to it was handled or kept
-	seen     int64          // every remote received_seq up to here was handled (by backfill or push); never stored
-	pending  map[int64]bool // remote received_seq of the kept refusals that may pass
-	clock    remoteClock    // the latest remote receipt seen (clock.go)
-	lastErr  string
-	keyPages map[string]keyPage // by the page's after ("" first)
+	mu      sync.Mutex
+	lease   store.Lease
+	cursor  int64          // the remote cursor as stored: never past a kept refusal
+	read    int64          // backfill reads after this: every record up to it was handled or kept
+	seen    int64          // every remote received_seq up to here was handled (by backfill or push); never stored
+	pending map[int64]bool // remote received_seq of the kept refusals that may pass
+	// keptKeys and keptTried: keysImported and the time at the kept
+	// refusals' last try (retryKept).
+	keptKeys  int64
+	keptTried time.Time
+	clock     remoteClock // the latest remote receipt seen (clock.go)
+	lastErr   string
+	keyPages  map[string]keyPage // by the page's after ("" first)
 
 	stored, duplicates, refused, keysImported atomic.Int64
 	// settle is when the settling after a verified subscription ends (unix

@@ -31,6 +31,10 @@ const (
 	MaxKept      = 10000
 )
 
+// keptRetryEvery: without a registry change, the kept refusals are tried
+// again at most this often (a backfill round may come every 250 ms).
+const keptRetryEvery = time.Minute
+
 // refuse keeps a refused record with its reason (store.Refusals):
 // final, or kept to retry (with its bytes) and holding the cursor. It
 // answers temporary when the refusal could not be stored: the record is
@@ -108,16 +112,22 @@ func (l *link) loadPending(ctx context.Context) error {
 	}
 }
 
-// retryKept takes the kept refusals again (after a registry sync or a
-// backfill round): each is stored, refused again, or turns final; then
-// the cursor moves over what no longer holds it.
+// retryKept takes the kept refusals again after a backfill round when the
+// registry changed here since their last try, or keptRetryEvery after it:
+// each is stored, refused again, or turns final; then the cursor moves
+// over what no longer holds it.
 func (l *link) retryKept(ctx context.Context) error {
+	keys := l.keysImported.Load()
 	l.mu.Lock()
 	n := len(l.pending)
+	due := keys != l.keptKeys || time.Since(l.keptTried) >= keptRetryEvery
 	l.mu.Unlock()
-	if n == 0 {
+	if n == 0 || !due {
 		return nil
 	}
+	l.mu.Lock()
+	l.keptKeys, l.keptTried = keys, time.Now()
+	l.mu.Unlock()
 	var after int64
 	for {
 		rows, err := l.m.st.PendingRefusals(ctx, l.peer.ProjectID, l.peer.ID, after, 200)
