@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,6 +54,10 @@ type timing struct {
 	// verification of intent (GET on a peer link's callback): the link's
 	// subscription becomes active that much later.
 	verifyDelay time.Duration
+	// dropPush, when set, makes this relay acknowledge (204) and drop the
+	// next delivery to a peer link's callback while it is true, then
+	// clears it: a push that is lost.
+	dropPush *atomic.Bool
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -142,11 +147,18 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorToken: operatorToken, Logger: log, Hub: h,
 		TokenRevoked: h.DenyRevoked, Peers: fed})
 	handler := srv.Handler()
-	if d := tm.verifyDelay; d > 0 {
+	if d, drop := tm.verifyDelay, tm.dropPush; d > 0 || drop != nil {
 		inner := handler
 		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, relay.CallbackPath) {
-				time.Sleep(d)
+			if strings.HasPrefix(r.URL.Path, relay.CallbackPath) {
+				switch {
+				case r.Method == http.MethodGet:
+					time.Sleep(d)
+				case drop != nil && drop.CompareAndSwap(true, false):
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
 			}
 			inner.ServeHTTP(w, r)
 		})
