@@ -14,45 +14,98 @@
 // Decisions (where the issue left a choice):
 //
 //   - Key at time. A foreign record is appended with store.Federation
-//     AppendAt at the remote's receipt time: the sender identity and key
+//     AppendPageAt at the remote's receipt time: the sender identity and key
 //     must be active now or have stopped being active strictly after it, by
 //     the change times this relay holds (its own for local keys, the
 //     remote's listed revoked_at / deactivated_at for imported ones). In a
 //     line A↔B↔C, C judges a record of A's by B's receipt time against A's
 //     revoked_at (the times of two clocks): history that reached B only
 //     after the key was revoked on A is refused on C.
-//   - Registry sync. Each link walks the remote's GET
-//     /v1/correspondence/keys every KeysInterval with If-None-Match per page
-//     (a 304 page costs no import), and also at once when a record's key is
-//     unknown here. Imports never touch local keys; revocation and
-//     deactivation are one-way (a remote cannot re-activate a key).
-//   - Cursor. The remote cursor moves over a contiguous range of handled
-//     records: stored, duplicate, or refused for good (bad signature, an
-//     unknown key after a registry sync, different bytes under a known
-//     event_id, a malformed record). A record whose append failed for a
-//     temporary reason (the store unavailable) ends the page there, and the
-//     page is fetched again later; it is never skipped. Received_seq must
-//     grow strictly within and across pages; a page that does not (or that
-//     claims more but brings nothing) ends the round. A round reads at most
+//   - Registry sync: revocations in seconds. Of the
+//     two mechanisms the issue offers, neither fits a revocation that no
+//     record follows: a push carrying the registry's version tells B
+//     nothing while A is quiet, and a keys topic on A's hub needs the hub
+//     to publish something that is not in the log. So each link re-reads
+//     the remote's key export (GET /v1/correspondence/keys, the registry
+//     "Trust" imports) every KeysInterval, default 2 s, conditionally:
+//     each page carries If-None-Match with the ETag the remote gave it, so
+//     an unchanged registry costs one 304 per page and no import. A
+//     revocation on A is therefore imported on B within KeysInterval plus
+//     one round trip, and an event signed by the revoked key is refused on
+//     B from then on ("Revoked keys": new events under a revoked key are
+//     refused everywhere), while history A received before the
+//     revocation still imports (key at time). The registry is also read at
+//     once when a record's key is unknown here (a pushed record asks the
+//     registry loop; a backfill page syncs inline, then takes the record
+//     again). A sync that changed anything starts a backfill round, which
+//     retries the kept refusals. Imports never touch local keys;
+//     revocation and deactivation are one-way (a remote cannot
+//     re-activate a key). The cost is one conditional GET per registry
+//     page per link every KeysInterval; an operator with large registries
+//     raises --federation-keys-interval.
+//   - Cursor ("Cursors"). Backfill reads after an in-memory read position
+//     and the remote cursor (durable, fenced by the lease) moves over a
+//     contiguous range of handled records: stored, duplicate, or refused
+//     for good. A record whose append failed for a temporary reason (the
+//     store unavailable) ends the page there, and the page is fetched
+//     again; it is never skipped. Received_seq must grow strictly within
+//     and across pages; a page that does not (or that claims more but
+//     brings nothing) ends the round. A round reads at most
 //     MaxPagesPerRound pages (a round that ends there with the remote
-//     still having more is followed by the next at once, without the poll
-//     wait), and a page body is read up to MaxPageBytes under a timeout,
-//     so a page that never ends costs bounded time and memory and the
-//     link retries on its next round.
-//   - Live records. WebSub deliveries (client.WebSubSubscriber: the hub's
-//     challenge and the X-Hub-Signature HMAC are checked there) are
-//     appended at once but never move the cursor; backfill polls every
-//     PollInterval while the subscription is not active and every
+//     still having more is followed by the next at once), and a page body
+//     is read up to MaxPageBytes under a timeout, so a page that never
+//     ends costs bounded time and memory. A failed round is retried after
+//     100 ms, doubling up to PollInterval.
+//   - Refusals ("Trust": record by record) are durable and visible
+//     (store.Refusals): each refused record is kept with its stable reason
+//     (an ingest refusal code, or signing_key_unknown, receipt_invalid,
+//     receipt_backdated), listed by GET
+//     /v1/admin/projects/{p}/peers/{peer_id} (counts by reason, pending
+//     and final, and the latest) and by /metrics
+//     (acrelay_federation_refused_records{reason,final}). A refusal that
+//     may pass, a signing key still unknown after a registry sync, is kept
+//     with the record's bytes and retried after every registry change and
+//     backfill round; the read position moves on (later honest records
+//     keep arriving) but the remote cursor stays before it until it is
+//     stored or finally refused, so a restart fetches it again and there
+//     is never a permanent hole. It turns final after KeptAttempts tries
+//     over at least KeptGrace, or at once when a link keeps MaxKept. Final
+//     at once: a bad signature, different bytes under a known event_id, a
+//     key revoked (or identity deactivated) at the remote's receipt time,
+//     a malformed record. No refusal for a parent not yet stored exists:
+//     such a record is stored with missing_parents (spec §8).
+//   - Remote clock. A record's remote received_at
+//     earlier than the previous record's from that remote by more than
+//     ClockTolerance (2 s) is refused for good (receipt_backdated), so a
+//     lying remote cannot backdate a record into a revoked key's active
+//     window. "Previous" is the newest record the link has seen (pushed
+//     or fetched) for a record past it, and its predecessor in the page.
+//   - Pages. A backfill page (and a push, as a page of one) goes through
+//     ingest.AppendForeign at once: the checks run in parallel, then the
+//     records are appended in the remote's order in one group commit,
+//     with a verdict per record.
+//   - Live records and gaps: no gap waits for a timer. WebSub deliveries
+//     (client.WebSubSubscriber: the hub's challenge and the X-Hub-Signature
+//     HMAC are checked there) are appended at once but never move the
+//     cursor. A push whose received_seq does not follow what the link has
+//     handled (records before it were neither pushed nor fetched; for a
+//     repository link, whose received_seq are the project's, any push past
+//     it) starts a backfill round at once. When the subscription is
+//     verified a round starts at once, and since the remote's hub starts
+//     the subscription's cursor at its head only once it has the answer,
+//     backfill settles: a round every 250 ms until the first push (whose
+//     received_seq shows any gap left) or 5 s. Otherwise backfill polls
+//     every PollInterval while the subscription is not active and every
 //     IdlePollInterval while it is, re-subscribing at three quarters of
 //     the granted lease. A subscription whose lease ends without a
 //     verified renewal (the remote was unreachable for each) has lapsed:
 //     the link status says "expired", a backfill round starts at once and
 //     polls every PollInterval, and the link re-subscribes every
-//     PollInterval until the remote verifies again. The subscriber's secret lives in the process that
-//     holds the lease: a delivery that reaches another process (or arrives
-//     after a restart, before the new subscription is verified) is
-//     acknowledged and dropped by the subscriber, and backfill brings the
-//     record.
+//     PollInterval until the remote verifies again. The subscriber's
+//     secret lives in the process that holds the lease: a delivery that
+//     reaches another process (or arrives after a restart, before the new
+//     subscription is verified) is acknowledged and dropped by the
+//     subscriber, and backfill brings the record.
 //   - Loops: at most a no-op. A record that came from B is delivered back
 //     to B by A's hub (A's topic holds every record A stored); B's append
 //     finds it stored with identical bytes and answers Created false, which

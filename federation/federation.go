@@ -18,7 +18,7 @@ const Courier = "federation"
 const (
 	DefaultPollInterval      = 30 * time.Second
 	DefaultIdlePollInterval  = 5 * time.Minute
-	DefaultKeysInterval      = time.Minute
+	DefaultKeysInterval      = 2 * time.Second
 	DefaultSubscriptionLease = 24 * time.Hour
 	DefaultLeaseTTL          = 30 * time.Second
 	// MaxPagesPerRound bounds the backfill pages one round reads.
@@ -40,6 +40,7 @@ type Store interface {
 	TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error)
 	AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error
 	ForgetTarget(ctx context.Context, courier, projectID, target string) error
+	store.Refusals
 }
 
 var _ Store = store.Store(nil)
@@ -47,7 +48,7 @@ var _ Store = store.Store(nil)
 // Appender is the one ingest path for foreign records
 // (*ingest.Ingester).
 type Appender interface {
-	AppendForeign(ctx context.Context, projectID string, raw []byte, remoteReceivedAt time.Time) (ingest.Result, error)
+	AppendForeign(ctx context.Context, projectID string, page []ingest.ForeignRecord) []ingest.ForeignResult
 }
 
 // Options configure a Manager. PublicURL and Holder are required.

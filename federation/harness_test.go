@@ -13,9 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/acrelay/acrelay/couriers"
 	websubcourier "github.com/acrelay/acrelay/couriers/websub"
@@ -45,6 +50,14 @@ type timing struct {
 	// transport, when set, carries the link's requests to remotes (a
 	// test's partition).
 	transport http.RoundTripper
+	// verifyDelay, when set, delays this relay's answers to a hub's
+	// verification of intent (GET on a peer link's callback): the link's
+	// subscription becomes active that much later.
+	verifyDelay time.Duration
+	// dropPush, when set, makes this relay acknowledge (204) and drop the
+	// next delivery to a peer link's callback while it is true, then
+	// clears it: a push that is lost.
+	dropPush *atomic.Bool
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -93,6 +106,14 @@ func pgOr() string {
 	return "sqlite"
 }
 
+// engines is SQLite, and PostgreSQL when a test database is configured.
+func engines() []string {
+	if pgOr() == "postgres" {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
+}
+
 // startRelay serves st on addr ("127.0.0.1:0" for a fresh port).
 func startRelay(t *testing.T, name string, st store.Store, addr string, tm timing) *testRelay {
 	t.Helper()
@@ -125,7 +146,24 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 		HTTP: &http.Client{Timeout: 2 * time.Second, Transport: tm.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorToken: operatorToken, Logger: log, Hub: h,
 		TokenRevoked: h.DenyRevoked, Peers: fed})
-	hs := httptest.NewUnstartedServer(srv.Handler())
+	handler := srv.Handler()
+	if d, drop := tm.verifyDelay, tm.dropPush; d > 0 || drop != nil {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, relay.CallbackPath) {
+				switch {
+				case r.Method == http.MethodGet:
+					time.Sleep(d)
+				case drop != nil && drop.CompareAndSwap(true, false):
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	hs := httptest.NewUnstartedServer(handler)
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
@@ -314,3 +352,20 @@ func slicesEqual(a, b []string) bool {
 }
 
 func tempDB(t *testing.T, name string) string { return filepath.Join(t.TempDir(), name+".db") }
+
+// scrape reads r's federation metrics through a Prometheus text
+// exposition served over HTTP (as cmd registers the Manager).
+func scrape(t *testing.T, r *testRelay) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.fed)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

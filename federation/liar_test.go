@@ -3,9 +3,11 @@ package federation_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,17 +104,28 @@ func keyRow(s *storetest.Signer, created time.Time, revokedAt time.Time) relay.R
 	return k
 }
 
-// TestLyingRemote: a remote serving a bad signature, an unknown key, a
-// changed body under a known event id, and a record received after its
-// key's revocation gets each refused and counted, never stored; the
-// honest records around them (including history signed before the
-// revocation) are stored, and the cursor passes them all. A page that
-// never ends, and a page that claims more but brings nothing, cost one
-// round each; the link then goes on with honest records.
+// TestLyingRemote (both engines): a remote serving a bad signature, an
+// unknown key, a changed body under a known event id, and a record
+// received after its key's revocation gets each refused, kept with its
+// reason (GET of the peer link, /metrics) and never stored; the honest
+// records around them (including history signed before the revocation)
+// are stored. The unknown key's refusal may pass: the cursor waits before
+// it (no permanent hole) while later records keep arriving, and once the
+// remote's registry lists the key the record is stored and the cursor
+// passes everything. A page that never ends, and a page that claims more
+// but brings nothing, cost one round each; the link then goes on with
+// honest records. A record the remote backdates into a revoked key's
+// active window is refused (receipt_backdated).
 func TestLyingRemote(t *testing.T) {
+	for _, kind := range engines() {
+		t.Run(kind, func(t *testing.T) { testLyingRemote(t, kind) })
+	}
+}
+
+func testLyingRemote(t *testing.T, kind string) {
 	pid := storetest.NewUUID()
 	f := newFakeRemote(t)
-	b := startRelay(t, "B", openStore(t, "sqlite", tempDB(t, "b")), "127.0.0.1:0", fast)
+	b := startRelay(t, "B", openStore(t, kind, ""), "127.0.0.1:0", fast)
 	b.project(pid)
 	honest := storetest.NewSigner(t, pid)
 	revoked := storetest.NewSigner(t, pid)
@@ -164,9 +177,11 @@ func TestLyingRemote(t *testing.T) {
 		}
 		return list.Peers[0].Status
 	}
+	// The unknown key's record (3) is kept to retry: the cursor waits
+	// before it while every honest record after it is stored.
 	eventually(t, 10*time.Second, "honest records stored", func() (bool, string) {
 		s := linkStatus()
-		return s != nil && s["remote_cursor"] == "7" && b.head(pid) == 3, func() string { b, _ := json.Marshal(s); return string(b) }()
+		return s != nil && s["remote_cursor"] == "2" && b.head(pid) == 3, func() string { b, _ := json.Marshal(s); return string(b) }()
 	})
 	ids := b.eventIDs(pid)
 	want := []string{h1ev.ID, h2ev.ID}
@@ -213,8 +228,73 @@ func TestLyingRemote(t *testing.T) {
 	eventually(t, 15*time.Second, "honest record after an empty page claiming more", func() (bool, string) {
 		return contains(b.eventIDs(pid), h4ev.ID), ""
 	})
-	if s := linkStatus(); s["remote_cursor"] != "9" || s["refused"] != float64(4) {
+	if s := linkStatus(); s["remote_cursor"] != "2" || s["refused"] != float64(4) {
 		t.Fatalf("status after the lies: %v", s)
+	}
+	refusals := func() (int, string) {
+		status, body := b.do("GET", "/v1/admin/projects/"+pid+"/peers/"+peer.PeerID, operatorToken, nil)
+		var out struct {
+			Refusals struct {
+				Pending, Final int64
+				ByReason       map[string]int64 `json:"by_reason"`
+				Latest         *struct {
+					ReceivedSeq string `json:"received_seq"`
+					Reason      string
+				}
+			}
+		}
+		_ = json.Unmarshal(body, &out)
+		r := out.Refusals
+		latest := ""
+		if r.Latest != nil {
+			latest = r.Latest.ReceivedSeq + " " + r.Latest.Reason
+		}
+		return status, fmt.Sprintf("pending %d final %d %v latest %s", r.Pending, r.Final, r.ByReason, latest)
+	}
+	status, got := refusals()
+	wantRefusals := "pending 1 final 3 map[sender_or_signing_key_not_active:1 signature_invalid:2 signing_key_unknown:1] latest 3 signing_key_unknown"
+	if status != http.StatusOK || got != wantRefusals {
+		t.Fatalf("GET the peer: %d %s, want %s", status, got, wantRefusals)
+	}
+	if status, body := b.do("GET", "/v1/admin/projects/"+pid+"/peers/"+storetest.NewUUID(), operatorToken, nil); status != http.StatusNotFound {
+		t.Fatalf("GET an unknown peer: %d %s", status, body)
+	}
+
+	// The remote backdates a record of the revoked key into its active
+	// window (before revoked_at, long before the previous record's
+	// receipt): refused for good, whatever the key says.
+	_, backdated := revoked.Event(t, storetest.Spec{Summary: "backdated"})
+	f.mu.Lock()
+	f.records = append(f.records, fakeRecord{backdated, 10, at(59 * time.Minute)})
+	f.mu.Unlock()
+	eventually(t, 10*time.Second, "backdated record refused", func() (bool, string) {
+		_, got := refusals()
+		return strings.Contains(got, "receipt_backdated:1"), got
+	})
+
+	// The unknown key appears in the remote's registry: the kept record
+	// is stored and the cursor moves past everything.
+	f.mu.Lock()
+	f.keys = append(f.keys, keyRow(unknown, t0, time.Time{}))
+	f.mu.Unlock()
+	eventually(t, 10*time.Second, "kept record stored once its key arrives", func() (bool, string) {
+		s := linkStatus()
+		return s["remote_cursor"] == "10" && b.head(pid) == 6, fmt.Sprintf("%v head %d", s, b.head(pid))
+	})
+	if _, got := refusals(); got != "pending 0 final 4 map[receipt_backdated:1 sender_or_signing_key_not_active:1 signature_invalid:2] latest 10 receipt_backdated" {
+		t.Fatalf("refusals after the key arrived: %s", got)
+	}
+	metrics := scrape(t, b)
+	for _, line := range []string{
+		`acrelay_federation_refused_records{final="true",reason="receipt_backdated"} 1`,
+		`acrelay_federation_refused_records{final="true",reason="signature_invalid"} 2`,
+	} {
+		if !strings.Contains(metrics, line) {
+			t.Fatalf("/metrics lacks %s", line)
+		}
+	}
+	if strings.Contains(metrics, `reason="signing_key_unknown"`) {
+		t.Fatal("/metrics still counts the record stored after all")
 	}
 }
 

@@ -30,17 +30,29 @@ type link struct {
 	sub   *client.WebSubSubscriber
 	topic string
 	kick  chan struct{} // a key is unknown here: sync the registry now
+	fill  chan struct{} // a gap is known (or the subscription just became active): backfill now
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 
-	mu       sync.Mutex
-	lease    store.Lease
-	cursor   int64
-	lastErr  string
-	keyPages map[string]keyPage // by the page's after ("" first)
+	mu      sync.Mutex
+	lease   store.Lease
+	cursor  int64          // the remote cursor as stored: never past a kept refusal
+	read    int64          // backfill reads after this: every record up to it was handled or kept
+	seen    int64          // every remote received_seq up to here was handled (by backfill or push); never stored
+	pending map[int64]bool // remote received_seq of the kept refusals that may pass
+	// keptKeys and keptTried: keysImported and the time at the kept
+	// refusals' last try (retryKept).
+	keptKeys  int64
+	keptTried time.Time
+	clock     remoteClock // the latest remote receipt seen (clock.go)
+	lastErr   string
+	keyPages  map[string]keyPage // by the page's after ("" first)
 
 	stored, duplicates, refused, keysImported atomic.Int64
+	// settle is when the settling after a verified subscription ends (unix
+	// nanoseconds; 0 when not settling), see runSubscription.
+	settle atomic.Int64
 }
 
 // keyPage is what a registry page said, kept for its 304.
@@ -51,7 +63,7 @@ type keyPage struct {
 }
 
 func newLink(m *Manager, p store.Peer, lease store.Lease) *link {
-	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), keyPages: map[string]keyPage{},
+	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), keyPages: map[string]keyPage{}, pending: map[int64]bool{},
 		log: m.log.With("project_id", p.ProjectID, "peer_id", p.ID)}
 	l.topic = hub.Topic{ProjectID: p.ProjectID, RepositoryID: p.RepositoryID, Format: hub.FormatJSON}.URL(p.RemoteURL)
 	l.sub = &client.WebSubSubscriber{
@@ -81,6 +93,7 @@ func (l *link) start(parent context.Context) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	l.cancel = cancel
 	l.done.Go(func() { l.runBackfill(ctx) })
+	l.done.Go(func() { l.runRegistry(ctx) })
 	l.done.Go(func() { l.runSubscription(ctx) })
 }
 
@@ -146,6 +159,15 @@ func (l *link) runSubscription(ctx context.Context) {
 			default:
 				l.log.Info("federation: subscribed", "topic", l.topic, "lease_seconds", int64(lease/time.Second))
 				wait = max(lease*3/4, time.Second)
+				// Records the remote stored after backfill's last page and
+				// before its hub took this subscription are neither pushed
+				// nor fetched yet. The remote's hub starts the
+				// subscription's cursor at its head only once it has our
+				// answer, a moment after this, so backfill settles: a round
+				// now, then every settleEvery until the first push (whose
+				// received_seq shows any gap left) or settleFor.
+				l.settle.Store(time.Now().Add(settleFor).UnixNano())
+				l.backfillNow()
 			}
 		}
 		select {
@@ -162,31 +184,35 @@ func (l *link) unsubscribe(ctx context.Context) {
 	}
 }
 
-// runBackfill syncs the registry and backfills from the remote cursor,
-// then again every PollInterval (IdlePollInterval while subscribed), at
-// once when a key is unknown.
+// runBackfill syncs the registry once, then backfills from the remote
+// cursor and retries the kept refusals, again every PollInterval
+// (IdlePollInterval while subscribed), and at once when a gap is known (a
+// push past what was handled, the subscription just verified) or the
+// registry changed here. A failed round is retried after a short backoff
+// (retryMin, doubling up to PollInterval).
 func (l *link) runBackfill(ctx context.Context) {
 	states, err := l.m.st.TargetStates(ctx, Courier, l.peer.ProjectID)
 	if err == nil {
 		for _, s := range states {
 			if s.Target == l.peer.ID {
 				l.mu.Lock()
-				l.cursor = s.ReceivedSeq
+				l.cursor, l.read, l.seen = s.ReceivedSeq, s.ReceivedSeq, s.ReceivedSeq
 				l.mu.Unlock()
 			}
 		}
 	}
-	var lastKeys time.Time
+	if err := l.loadPending(ctx); err != nil && ctx.Err() == nil {
+		l.log.Warn("federation: kept refusals", "err", err)
+	}
+	if err := l.syncKeys(ctx); err != nil && ctx.Err() == nil { // the keys of the first page
+		l.log.Warn("federation: registry sync", "err", err)
+	}
+	var retry time.Duration
 	for {
-		if time.Since(lastKeys) >= l.m.opt.KeysInterval {
-			if err := l.syncKeys(ctx); err != nil && ctx.Err() == nil {
-				l.log.Warn("federation: registry sync", "err", err)
-				l.setErr(err)
-			} else {
-				lastKeys = time.Now()
-			}
-		}
 		more, err := l.backfill(ctx)
+		if err == nil {
+			err = l.retryKept(ctx)
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			l.log.Info("federation: lease lost; the link stops")
 			l.m.Refresh(l.peer.ProjectID)
@@ -198,31 +224,83 @@ func (l *link) runBackfill(ctx context.Context) {
 		l.setErr(err)
 		if err != nil {
 			l.log.Warn("federation: backfill", "err", err)
+			retry = min(max(2*retry, retryMin), l.m.opt.PollInterval)
+		} else {
+			retry = 0
 		}
 		if more && err == nil {
 			continue // the round ended at MaxPagesPerRound with progress: the next one starts now
 		}
-		kicked, ok := l.pause(ctx, err == nil && l.subscribed() > 0)
-		if !ok {
+		if !l.pause(ctx, err == nil && l.subscribed() > 0, retry) {
 			return
-		}
-		if kicked {
-			lastKeys = time.Time{}
 		}
 	}
 }
 
-// pause waits before the next backfill round: PollInterval, or
-// IdlePollInterval while subscribed. A subscription whose lease ends
-// without a verified renewal (the remote was unreachable for each) has
-// lapsed: the remote's hub delivers nothing more, so the round starts at
-// once and backfill falls back to PollInterval until the link subscribes
-// again. kicked reports a registry sync asked for; ok is false when ctx
+// runRegistry re-reads the remote's key registry every KeysInterval
+// (conditionally: a page that did not change is a 304) and at once when a
+// pushed record's key is unknown here. A sync that changed anything here
+// starts a backfill round, which retries the kept refusals first.
+func (l *link) runRegistry(ctx context.Context) {
+	t := time.NewTicker(l.m.opt.KeysInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		before := l.keysImported.Load()
+		if err := l.syncKeys(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.log.Warn("federation: registry sync", "err", err)
+			continue
+		}
+		if l.keysImported.Load() != before {
+			l.backfillNow()
+		}
+	}
+}
+
+// retryMin is the first wait after a failed backfill round.
+const retryMin = 100 * time.Millisecond
+
+// settleEvery and settleFor: backfill's rounds after a subscription is
+// verified, until its first push.
+const (
+	settleEvery = 250 * time.Millisecond
+	settleFor   = 5 * time.Second
+)
+
+// backfillNow asks runBackfill for a round at once.
+func (l *link) backfillNow() {
+	select {
+	case l.fill <- struct{}{}:
+	default:
+	}
+}
+
+// pause waits before the next backfill round: retry when it is set (the
+// last round failed), else settleEvery while settling, PollInterval, or
+// IdlePollInterval while subscribed. A gap made known (backfillNow) ends it at once. A
+// subscription whose lease ends without a verified renewal (the remote
+// was unreachable for each) has lapsed: the remote's hub delivers nothing
+// more, so the round starts at once and backfill falls back to
+// PollInterval until the link subscribes again. It is false when ctx
 // ended.
-func (l *link) pause(ctx context.Context, idle bool) (kicked, ok bool) {
+func (l *link) pause(ctx context.Context, idle bool, retry time.Duration) bool {
 	deadline := time.Now().Add(l.m.opt.PollInterval)
-	if idle {
+	switch {
+	case retry > 0:
+		deadline, idle = time.Now().Add(retry), false
+	case idle:
 		deadline = time.Now().Add(l.m.opt.IdlePollInterval)
+	}
+	if until := time.Unix(0, l.settle.Load()); time.Now().Before(until) && retry == 0 {
+		deadline, idle = time.Now().Add(settleEvery), false
 	}
 	for {
 		wait := time.Until(deadline)
@@ -230,18 +308,18 @@ func (l *link) pause(ctx context.Context, idle bool) (kicked, ok bool) {
 			left := l.subscribed()
 			if left == 0 {
 				l.log.Info("federation: subscription lapsed; polling")
-				return false, true
+				return true
 			}
 			wait = min(wait, left+10*time.Millisecond)
 		}
 		if wait <= 0 {
-			return false, true
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return false, false
-		case <-l.kick:
-			return true, true
+			return false
+		case <-l.fill:
+			return true
 		case <-time.After(wait):
 		}
 	}
@@ -397,25 +475,25 @@ type eventsPage struct {
 	Page wire.Page `json:"page"`
 }
 
-// errTemporary ends a page: the record is retried on the next round.
-var errTemporary = errors.New("temporary append failure")
-
-// backfill reads pages after the cursor until the remote has no more, at
-// most MaxPagesPerRound, advancing the cursor over each page's contiguous
-// handled prefix. more is true when the round ended at MaxPagesPerRound
-// with the remote still having more: a long history is read round after
-// round without waiting for the poll interval between them.
+// backfill reads pages after the read position until the remote has no
+// more, at most MaxPagesPerRound; the read position moves over each
+// page's contiguous handled prefix (stored, duplicate, refused for good,
+// or refused and kept to retry), and the cursor over what is handled and
+// not held by a refusal that may pass (advance). more is true when the
+// round ended at MaxPagesPerRound with the remote still having more: a
+// long history is read round after round without waiting for the poll
+// interval between them.
 func (l *link) backfill(ctx context.Context) (more bool, err error) {
 	synced := false
 	for range MaxPagesPerRound {
 		l.mu.Lock()
-		cursor, lease := l.cursor, l.lease
+		read := l.read
 		l.mu.Unlock()
-		q := url.Values{"project_id": {l.peer.ProjectID}, "after": {strconv.FormatInt(cursor, 10)}, "limit": {strconv.Itoa(pageLimit)}}
+		q := url.Values{"project_id": {l.peer.ProjectID}, "after": {strconv.FormatInt(read, 10)}, "limit": {strconv.Itoa(pageLimit)}}
 		if l.peer.RepositoryID != "" {
 			q.Set("repository_id", l.peer.RepositoryID)
 		}
-		if cursor == 0 {
+		if read == 0 {
 			q.Del("after")
 		}
 		status, _, body, err := l.remoteGet(ctx, l.peer.RemoteURL+"/v1/correspondence/events?"+q.Encode(), "")
@@ -429,36 +507,54 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 		if err := json.Unmarshal(body, &page); err != nil {
 			return false, fmt.Errorf("events page: %w", err)
 		}
-		handled := cursor
 		var pageErr error
+		recs := make([]pageRecord, 0, len(page.Events))
 		for _, e := range page.Events {
+			prev := max(read, lastSeq(recs))
 			seq, err := strconv.ParseInt(e.Receipt.ReceivedSeq, 10, 64)
-			if err != nil || seq <= handled {
-				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, handled)
+			if err != nil || seq <= prev {
+				pageErr = fmt.Errorf("events page: received_seq %q does not follow %d", e.Receipt.ReceivedSeq, prev)
 				break
 			}
-			err = l.take(ctx, e.Event, e.Receipt.ReceivedAt, !synced)
-			if errors.Is(err, errUnknownKey) {
-				synced = true
-				if serr := l.syncKeys(ctx); serr != nil {
-					pageErr = serr
-					break
-				}
-				err = l.take(ctx, e.Event, e.Receipt.ReceivedAt, false)
-			}
-			if errors.Is(err, errTemporary) {
-				pageErr = err
-				break
-			}
-			handled = seq
+			recs = append(recs, pageRecord{raw: e.Event, receivedAt: e.Receipt.ReceivedAt, seq: seq})
 		}
-		if handled > cursor {
-			if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, handled); err != nil {
-				return false, err
+		outs := l.takePage(ctx, recs, !synced)
+		var unknown []int
+		for i, o := range outs {
+			if o == unknownKey {
+				unknown = append(unknown, i)
 			}
-			l.mu.Lock()
-			l.cursor = handled
-			l.mu.Unlock()
+		}
+		if len(unknown) > 0 {
+			synced = true
+			if serr := l.syncKeys(ctx); serr != nil {
+				pageErr = serr
+				outs = outs[:unknown[0]] // handled up to the first unknown key
+			} else {
+				again := make([]pageRecord, len(unknown))
+				for k, i := range unknown {
+					again[k] = recs[i]
+					again[k].checked = true // its clock was checked the first time
+				}
+				for k, o := range l.takePage(ctx, again, false) {
+					outs[unknown[k]] = o
+				}
+			}
+		}
+		handled := read
+		for i, o := range outs {
+			if o == temporary {
+				pageErr = errTemporary
+				break
+			}
+			handled = recs[i].seq
+		}
+		l.mu.Lock()
+		l.read = handled
+		l.seen = max(l.seen, handled)
+		l.mu.Unlock()
+		if err := l.advance(ctx); err != nil {
+			return false, err
 		}
 		if pageErr != nil {
 			return false, pageErr
@@ -466,54 +562,116 @@ func (l *link) backfill(ctx context.Context) (more bool, err error) {
 		if !page.Page.HasMore {
 			return false, nil
 		}
-		if handled == cursor {
+		if handled == read {
 			return false, errors.New("events page: has_more without records")
 		}
 	}
 	return true, nil
 }
 
-// errUnknownKey: the record's key is not (yet) known here.
-var errUnknownKey = errors.New("signing key unknown here")
-
-// take appends one foreign record. It returns nil when the record is
-// handled (stored, a duplicate, or refused for good), errTemporary when it
-// must be retried, and errUnknownKey (when retryUnknown) for a key that a
-// registry sync may bring.
-func (l *link) take(ctx context.Context, raw []byte, receivedAt string, retryUnknown bool) error {
-	at, ok := parseTime(receivedAt)
-	if !ok {
-		l.refuse("", "receipt_invalid", nil)
+// advance moves the remote cursor up to the read position, but never
+// past a record refused for a reason that may pass (spec/federation.md
+// "Cursors": the cursor moves over a contiguous stored range).
+func (l *link) advance(ctx context.Context) error {
+	l.mu.Lock()
+	target, lease, cursor := l.read, l.lease, l.cursor
+	for seq := range l.pending {
+		target = min(target, seq-1)
+	}
+	l.mu.Unlock()
+	if target <= cursor {
 		return nil
 	}
-	res, err := l.m.in.AppendForeign(ctx, l.peer.ProjectID, raw, at)
-	if err == nil {
-		if res.Created {
-			l.stored.Add(1)
-		} else {
-			l.duplicates.Add(1)
-		}
-		return nil
+	if err := l.m.st.AdvanceCursor(ctx, lease, l.peer.ID, target); err != nil {
+		return err
 	}
-	if errors.Is(err, ingest.ErrAppendUnavailable) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", errTemporary, err)
-	}
-	if retryUnknown && errors.Is(err, store.ErrSenderNotActive) {
-		return errUnknownKey
-	}
-	_, code, _ := ingest.Refusal(err)
-	l.refuse(eventIDOf(raw), code, err)
+	l.mu.Lock()
+	l.cursor = max(l.cursor, target)
+	l.mu.Unlock()
 	return nil
 }
 
-// refuse counts and logs a refused record, never its body.
-func (l *link) refuse(eventID, code string, err error) {
-	l.refused.Add(1)
-	attrs := []any{"event_id", eventID, "code", code}
-	if err != nil {
-		attrs = append(attrs, "err", err)
+// errTemporary ends a page: the record is fetched again on the next round.
+var errTemporary = errors.New("temporary append failure")
+
+// pageRecord is one record as a remote served it.
+type pageRecord struct {
+	raw        []byte
+	receivedAt string
+	seq        int64
+	// checked: the remote clock was checked already (a retry).
+	checked bool
+	// attempts and first are a kept refusal's (a retry of one).
+	attempts int
+	first    time.Time
+}
+
+func lastSeq(recs []pageRecord) int64 {
+	if len(recs) == 0 {
+		return 0
 	}
-	l.log.Warn("federation: record refused", attrs...)
+	return recs[len(recs)-1].seq
+}
+
+// outcome is what became of one foreign record.
+type outcome int
+
+const (
+	handled    outcome = iota // stored, a duplicate, or refused for good
+	temporary                 // not handled: fetch it again
+	unknownKey                // its key is unknown here: sync the registry, then take it again
+	kept                      // refused for a reason that may pass: kept, retried after a sync or round
+)
+
+// takePage takes a page of foreign records, in the remote's order: the
+// remote's clock check (clock.go), then one call of the ingest path (one
+// group commit). With syncFirst, a record whose key is unknown here is
+// unknownKey (the caller syncs the registry and takes it again); without,
+// it is refused and kept to retry (refusals.go).
+func (l *link) takePage(ctx context.Context, recs []pageRecord, syncFirst bool) []outcome {
+	outs := make([]outcome, len(recs))
+	in := make([]ingest.ForeignRecord, 0, len(recs))
+	idx := make([]int, 0, len(recs))
+	var prev time.Time // the page's latest receipt so far
+	for i, r := range recs {
+		at, ok := parseTime(r.receivedAt)
+		if !ok {
+			outs[i] = l.refuse(ctx, r, ReasonReceiptInvalid, true, nil)
+			continue
+		}
+		if !r.checked && !l.clockOK(r.seq, at, prev) {
+			outs[i] = l.refuse(ctx, r, ReasonReceiptBackdated, true, nil)
+			continue
+		}
+		prev = maxTime(prev, at)
+		in = append(in, ingest.ForeignRecord{Raw: r.raw, RemoteReceivedAt: at})
+		idx = append(idx, i)
+	}
+	if len(in) == 0 {
+		return outs
+	}
+	for k, res := range l.m.in.AppendForeign(ctx, l.peer.ProjectID, in) {
+		i, err := idx[k], res.Err
+		switch {
+		case err == nil:
+			if res.Created {
+				l.stored.Add(1)
+			} else {
+				l.duplicates.Add(1)
+			}
+			outs[i] = l.resolved(ctx, recs[i])
+		case errors.Is(err, ingest.ErrAppendUnavailable) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil:
+			outs[i] = temporary
+		case errors.Is(err, ingest.ErrSenderUnknown) && syncFirst:
+			outs[i] = unknownKey
+		case errors.Is(err, ingest.ErrSenderUnknown):
+			outs[i] = l.refuse(ctx, recs[i], ReasonSigningKeyUnknown, false, err)
+		default:
+			_, code, _ := ingest.Refusal(err)
+			outs[i] = l.refuse(ctx, recs[i], code, true, err)
+		}
+	}
+	return outs
 }
 
 // eventIDOf is the event_id a record claims, for logs ("" when none).
@@ -529,14 +687,35 @@ func eventIDOf(raw []byte) string {
 }
 
 // onPush appends a record the remote's hub delivered; it never moves the
-// cursor. An unknown key asks backfill to sync the registry.
+// cursor. A record that does not follow what was handled (a gap: records
+// the remote stored before it were neither pushed nor fetched, or it was
+// not handled) starts a backfill round at once; an unknown key asks for
+// the registry first. A repository link cannot tell a gap (its records'
+// received_seq are the project's), so each of its pushes past what was
+// handled starts a round.
 func (l *link) onPush(_ string, rec client.Record) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := l.take(ctx, rec.Raw, rec.Receipt.ReceivedAt, true); errors.Is(err, errUnknownKey) || errors.Is(err, errTemporary) {
+	seq := rec.Receipt.ReceivedSeq
+	o := l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: seq}}, true)[0]
+	if o == unknownKey || o == temporary {
 		select {
 		case l.kick <- struct{}{}:
 		default:
 		}
+	}
+	l.settle.Store(0) // the remote's hub has the subscription: gaps show from here on
+	l.mu.Lock()
+	gap := false
+	switch {
+	case seq <= l.seen:
+	case seq == l.seen+1 && (o == handled || o == kept) && l.peer.RepositoryID == "":
+		l.seen = seq
+	default:
+		gap = true
+	}
+	l.mu.Unlock()
+	if gap {
+		l.backfillNow()
 	}
 }

@@ -14,8 +14,9 @@
 //     → *canonicaljson.ProfileError or *correspondence.ValidationError;
 //  3. project: the event's project_id is the caller's → ErrProjectMismatch;
 //  4. sender (spec §6): sender.signing_key_id is a key of sender.identity_id
-//     in that project → ErrSenderNotActive (unknown key, key of another
-//     identity, undecodable stored key); the key's immutable facts are
+//     in that project → ErrSenderNotActive (an unknown key is
+//     ErrSenderUnknown, which matches ErrSenderNotActive too; a key of
+//     another identity, an undecodable stored key); the key's immutable facts are
 //     cached in a bounded cache, its status is not;
 //  5. signature and event id (spec §6) → correspondence.ErrSignatureEncoding,
 //     correspondence.ErrSignatureInvalid, correspondence.ErrEventIDMismatch;
@@ -24,6 +25,11 @@
 //     revocation takes effect on the very next append: ErrSenderNotActive)
 //     → store.ErrEventIDCollision, store.ErrNotFound (unknown project),
 //     ErrAppendUnavailable (the store is unavailable or ctx ended).
+//
+// AppendForeign takes a page of a federation peer's records
+// (spec/federation.md): steps 1–5 for each record in parallel, then one
+// store call appends every record that passed them in page order, in one
+// group commit, with a verdict per record.
 //
 // Idempotency (spec §7): an exact retry of a stored event (the same
 // event_id and the same canonical bytes) is not an error; it returns the

@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acrelay/acrelay/correspondence"
@@ -97,38 +99,55 @@ func (in *Ingester) Append(ctx context.Context, projectID string, raw []byte) (R
 
 func (in *Ingester) append(ctx context.Context, projectID string, raw []byte,
 	appendFn func(ev *correspondence.Event, canonical []byte) (store.AppendResult, error)) (Result, error) {
-	if len(raw) > MaxEventBytes {
-		return Result{}, ErrEventTooLarge
-	}
-	ev, err := correspondence.ParseEvent(raw)
+	ev, canonical, err := in.prepare(ctx, projectID, raw)
 	if err != nil {
-		return Result{}, fmt.Errorf("parse event: %w", err)
-	}
-	if ev.ProjectID != projectID {
-		return Result{}, ErrProjectMismatch
-	}
-	if err := in.verifySender(ctx, ev); err != nil {
 		return Result{}, err
-	}
-	canonical, err := ev.CanonicalJSON()
-	if err != nil {
-		return Result{}, fmt.Errorf("canonicalize %s: %w", ev.ID, err)
 	}
 	res, err := appendFn(ev, canonical)
 	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
-			return Result{}, fmt.Errorf("append %s: %w: %w", ev.ID, ErrAppendUnavailable, err)
-		}
-		return Result{}, fmt.Errorf("append %s: %w", ev.ID, err)
+		return Result{}, appendErr(ctx, ev, err)
 	}
 	return Result{AppendResult: res, Event: ev}, nil
 }
 
+// prepare runs every check before the store's: size, strict parse,
+// project, sender key and signature; it returns the event and its
+// canonical bytes.
+func (in *Ingester) prepare(ctx context.Context, projectID string, raw []byte) (*correspondence.Event, []byte, error) {
+	if len(raw) > MaxEventBytes {
+		return nil, nil, ErrEventTooLarge
+	}
+	ev, err := correspondence.ParseEvent(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse event: %w", err)
+	}
+	if ev.ProjectID != projectID {
+		return nil, nil, ErrProjectMismatch
+	}
+	if err := in.verifySender(ctx, ev); err != nil {
+		return nil, nil, err
+	}
+	canonical, err := ev.CanonicalJSON()
+	if err != nil {
+		return nil, nil, fmt.Errorf("canonicalize %s: %w", ev.ID, err)
+	}
+	return ev, canonical, nil
+}
+
+// appendErr wraps the store's error of appending ev.
+func appendErr(ctx context.Context, ev *correspondence.Event, err error) error {
+	if errors.Is(err, store.ErrUnavailable) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+		return fmt.Errorf("append %s: %w: %w", ev.ID, ErrAppendUnavailable, err)
+	}
+	return fmt.Errorf("append %s: %w", ev.ID, err)
+}
+
 // ForeignStore is what AppendForeign needs beyond Store: the append of a
-// foreign record under the key-at-time rule. store.Store satisfies it.
+// page of foreign records under the key-at-time rule. store.Store
+// satisfies it.
 type ForeignStore interface {
-	// AppendAt is store.Federation.AppendAt.
-	AppendAt(ctx context.Context, ev *correspondence.Event, canonical []byte, at time.Time) (store.AppendResult, error)
+	// AppendPageAt is store.Federation.AppendPageAt.
+	AppendPageAt(ctx context.Context, page []store.ForeignAppend) []store.AppendOutcome
 }
 
 var _ ForeignStore = store.Store(nil)
@@ -137,21 +156,83 @@ var _ ForeignStore = store.Store(nil)
 // records (it is not a ForeignStore).
 var ErrForeignUnsupported = errors.New("store cannot append foreign records")
 
-// AppendForeign is Append for a record a federation peer served
-// (spec/federation.md): the same checks in the same order, except that the
-// sender identity and key need only have been active at remoteReceivedAt,
-// the remote's receipt time of the record, as the imported registry's
-// change times show ("Revoked keys"). The record gets this relay's own
-// receipt; remoteReceivedAt is never stored. Errors as Append, and
-// ErrForeignUnsupported.
-func (in *Ingester) AppendForeign(ctx context.Context, projectID string, raw []byte, remoteReceivedAt time.Time) (Result, error) {
+// ErrSenderUnknown is ErrSenderNotActive for a record whose signing key is
+// not known here at all (errors.Is matches both): a refusal that may pass
+// once the key is imported, unlike a key known to have stopped being
+// active (spec/federation.md "Trust").
+var ErrSenderUnknown = fmt.Errorf("signing key unknown here: %w", ErrSenderNotActive)
+
+// ForeignRecord is one record a federation peer served: the event's raw
+// bytes and the remote's receipt time of it.
+type ForeignRecord struct {
+	Raw              []byte
+	RemoteReceivedAt time.Time
+}
+
+// ForeignResult is one record's verdict of AppendForeign: its Result, or
+// the error Append would have returned (Err).
+type ForeignResult struct {
+	Result
+	Err error
+}
+
+// AppendForeign is Append for a page of records a federation peer served
+// (spec/federation.md), in the remote's receipt order: the same checks in
+// the same order for each record, except that the sender identity and key
+// need only have been active at its RemoteReceivedAt, as the imported
+// registry's change times show ("Revoked keys"). The checks before the
+// store run on up to GOMAXPROCS goroutines (ended before it returns);
+// then every record that passed them is appended in page order in one
+// group commit (store.Federation.AppendPageAt). Each record gets this
+// relay's own receipt (RemoteReceivedAt is never stored) and its own
+// verdict, one per record in page order: errors as Append's (an unknown
+// key is ErrSenderUnknown), and ErrForeignUnsupported.
+func (in *Ingester) AppendForeign(ctx context.Context, projectID string, page []ForeignRecord) []ForeignResult {
+	out := make([]ForeignResult, len(page))
 	fs, ok := in.st.(ForeignStore)
 	if !ok {
-		return Result{}, ErrForeignUnsupported
+		for i := range out {
+			out[i].Err = ErrForeignUnsupported
+		}
+		return out
 	}
-	return in.append(ctx, projectID, raw, func(ev *correspondence.Event, canonical []byte) (store.AppendResult, error) {
-		return fs.AppendAt(ctx, ev, canonical, remoteReceivedAt)
-	})
+	apps := make([]store.ForeignAppend, len(page))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(page)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(page) {
+					return
+				}
+				ev, canonical, err := in.prepare(ctx, projectID, page[i].Raw)
+				out[i].Event, out[i].Err = ev, err
+				apps[i] = store.ForeignAppend{Event: ev, Canonical: canonical, At: page[i].RemoteReceivedAt}
+			}
+		})
+	}
+	wg.Wait()
+	ready := make([]store.ForeignAppend, 0, len(page))
+	idx := make([]int, 0, len(page))
+	for i := range page {
+		if out[i].Err == nil {
+			ready = append(ready, apps[i])
+			idx = append(idx, i)
+		}
+	}
+	if len(ready) == 0 {
+		return out
+	}
+	for k, o := range fs.AppendPageAt(ctx, ready) {
+		i := idx[k]
+		if o.Err != nil {
+			out[i].Err = appendErr(ctx, out[i].Event, o.Err)
+			continue
+		}
+		out[i].AppendResult = o.Result
+	}
+	return out
 }
 
 // verifySender checks that the signing key belongs to the sender identity
@@ -164,7 +245,7 @@ func (in *Ingester) verifySender(ctx context.Context, ev *correspondence.Event) 
 	key, err := in.keys.get(ctx, in.st, ev.ProjectID, ev.Sender.SigningKeyID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, ErrSenderNotActive)
+			return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, ErrSenderUnknown)
 		}
 		return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, err)
 	}

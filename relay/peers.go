@@ -3,6 +3,7 @@ package relay
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -159,6 +160,82 @@ func (s *Server) handlePeerList(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusOK, mediaJSON, map[string]any{"peers": out})
+}
+
+// refusalsJSON is what a peer link's refused records add up to
+// (store.RefusalSummary).
+type refusalsJSON struct {
+	Pending  int64            `json:"pending"`   // refused for a reason that may pass: retried, holding the remote cursor
+	Final    int64            `json:"final"`     // refused for good
+	ByReason map[string]int64 `json:"by_reason"` // both, by stable reason code
+	Latest   *refusalJSON     `json:"latest"`    // the most recently refused record, null when none
+}
+
+type refusalJSON struct {
+	ReceivedSeq      string  `json:"received_seq"` // the remote's
+	EventID          string  `json:"event_id"`
+	Reason           string  `json:"reason"`
+	Final            bool    `json:"final"`
+	Attempts         int     `json:"attempts"`
+	RemoteReceivedAt *string `json:"remote_received_at"`
+	FirstRefusedAt   string  `json:"first_refused_at"`
+	RefusedAt        string  `json:"refused_at"`
+}
+
+func refusalsOut(sum store.RefusalSummary) refusalsJSON {
+	out := refusalsJSON{ByReason: map[string]int64{}}
+	for _, c := range sum.Counts {
+		out.ByReason[c.Reason] += c.Count
+		if c.Final {
+			out.Final += c.Count
+		} else {
+			out.Pending += c.Count
+		}
+	}
+	if l := sum.Latest; l != nil {
+		out.Latest = &refusalJSON{ReceivedSeq: strconv.FormatInt(l.ReceivedSeq, 10), EventID: l.EventID, Reason: l.Reason,
+			Final: l.Final, Attempts: l.Attempts, FirstRefusedAt: correspondence.FormatTimestamp(l.FirstRefusedAt),
+			RefusedAt: correspondence.FormatTimestamp(l.RefusedAt)}
+		if !l.RemoteReceivedAt.IsZero() {
+			v := correspondence.FormatTimestamp(l.RemoteReceivedAt)
+			out.Latest.RemoteReceivedAt = &v
+		}
+	}
+	return out
+}
+
+// handlePeerGet: GET /v1/admin/projects/{project_id}/peers/{peer_id} →
+// the link as the listing shows it, with "refusals": {pending, final,
+// by_reason: {reason: count}, latest: {received_seq, event_id, reason,
+// final, attempts, remote_received_at, first_refused_at, refused_at} |
+// null} from the store (every process answers the same); 404 not_found
+// for a link the project does not have.
+func (s *Server) handlePeerGet(w http.ResponseWriter, r *http.Request) {
+	projectID, err := s.listedProject(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := readQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.st.Peer(r.Context(), projectID, mux.Vars(r)["peer_id"])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sum, err := s.st.SummarizeRefusals(r.Context(), projectID, p.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		peerJSON
+		Refusals refusalsJSON `json:"refusals"`
+	}{s.peerOut(p), refusalsOut(sum)}
+	w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(w, r, http.StatusOK, mediaJSON, out)
 }
 
 // handlePeerRemove: DELETE /v1/admin/projects/{project_id}/peers/{peer_id}

@@ -112,6 +112,7 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/admin/projects/{project_id}/peers", s.handlePeerCreate).Methods("POST")
 	api.HandleFunc("/v1/admin/projects/{project_id}/peers", s.handlePeerList).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}/peers/{peer_id}", s.handlePeerRemove).Methods("DELETE")
+	api.HandleFunc("/v1/admin/projects/{project_id}/peers/{peer_id}", s.handlePeerGet).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBind).Methods("POST")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings", s.handleMatrixBindings).Methods("GET", "HEAD")
 	api.HandleFunc("/v1/admin/projects/{project_id}/matrix/bindings/{binding_id}", s.handleMatrixUnbind).Methods("DELETE")

@@ -37,6 +37,21 @@ type RegistryKey struct {
 	IdentitySource    string
 }
 
+// ForeignAppend is one record of AppendPageAt: a parsed, verified event,
+// its canonical bytes and the remote's receipt time of it (At, non-zero).
+type ForeignAppend struct {
+	Event     *correspondence.Event
+	Canonical []byte
+	At        time.Time
+}
+
+// AppendOutcome is one record's verdict of AppendPageAt: what AppendAt
+// would have returned for it.
+type AppendOutcome struct {
+	Result AppendResult
+	Err    error
+}
+
 // Peer is one federation peer link of a project (spec/federation.md): this
 // relay mirrors the project from RemoteURL, all of it or only
 // RepositoryID. Token is the remote's read capability, a secret: it is
@@ -61,6 +76,17 @@ type Federation interface {
 	// remote's receipt time of the record. A revocation without a time
 	// (made before the times were kept) refuses. Errors as Append.
 	AppendAt(ctx context.Context, ev *correspondence.Event, canonical []byte, at time.Time) (AppendResult, error)
+
+	// AppendPageAt is AppendAt for a page of foreign records (a backfill
+	// page, a push): they are appended in page order, so this relay's
+	// received_seq follows the remote's, in one transaction where the
+	// dialect batches appends (one group commit). Each record gets
+	// AppendAt's checks and its own verdict: a refused record is rolled
+	// back alone and the others are stored. Outcomes are in page order,
+	// one per record; a failure of the whole transaction
+	// (ErrUnavailable) or ctx ending is the error of every record it
+	// reaches.
+	AppendPageAt(ctx context.Context, page []ForeignAppend) []AppendOutcome
 
 	// ProjectEvents reads one page of a project's records of every
 	// repository in ascending received_seq, strictly after after, at most
@@ -97,6 +123,8 @@ type Federation interface {
 	// ErrUnavailable.
 	Peer(ctx context.Context, projectID, peerID string) (Peer, error)
 	// RemovePeer deletes one link (its imported keys stay: they verify
-	// history). Errors: ErrNotFound, ErrUnavailable.
+	// history) and its refusals. Errors: ErrNotFound, ErrUnavailable.
 	RemovePeer(ctx context.Context, projectID, peerID string) error
+
+	Refusals
 }

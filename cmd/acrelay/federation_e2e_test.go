@@ -159,3 +159,71 @@ func startRelayAt(t *testing.T, bin, addr string, args []string, env ...string) 
 	t.Fatalf("relay did not start: %s", stderr.String())
 	return nil
 }
+
+// TestFederationSetupAndRevocation runs two acrelay serve processes (A on
+// SQLite; B on SQLite, and on PostgreSQL when ACRELAY_TEST_DATABASE_URL is
+// set) with backfill polls a minute apart and the registry interval at its
+// default. Events posted to A every 50 ms from before B's link exists
+// until 3 s after it was made (so through the link's first backfill,
+// subscription and verification) are all on B within 2 s of the last
+// post: no record waits for a poll. Then A's agent key works on B
+// (imported), is revoked on A, and 5 s later an event signed by it is
+// refused on B (403), while B keeps the history it signed before.
+func TestFederationSetupAndRevocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test builds and runs the binary; skipped with -short")
+	}
+	bin := acrelayBinary(t)
+	t.Run("sqlite", func(t *testing.T) { testSetupAndRevocation(t, bin, []string{"--data-dir", t.TempDir()}) })
+	t.Run("postgres", func(t *testing.T) { testSetupAndRevocation(t, bin, postgresArgs(t)) })
+}
+
+func testSetupAndRevocation(t *testing.T, bin string, bStore []string) {
+	const op = "fed-operator-token"
+	args := []string{"--websub-allow-hosts", "127.0.0.1", "--federation-poll", "1m", "--federation-idle-poll", "1m",
+		"--courier-lease", "2s", "--websub-retry-initial", "100ms", "--websub-retry-max", "500ms"}
+	a := startRelay(t, bin, append([]string{"--data-dir", t.TempDir()}, args...), "ACRELAY_OPERATOR_TOKEN="+op)
+	b := startRelay(t, bin, append(append([]string{}, bStore...), args...), "ACRELAY_OPERATOR_TOKEN="+op)
+	p := registerProject(t, a.url, op)
+	if st, m := httpJSON(t, "POST", b.url+"/v1/admin/projects", op, map[string]any{"project_id": p.id}); st != 201 {
+		t.Fatalf("create the shared project on B: %d %v", st, m)
+	}
+	_, m := httpJSON(t, "POST", b.url+"/v1/admin/projects/"+p.id+"/tokens", op, map[string]any{"scopes": []string{"read", "append"}})
+	tokenB := m["token"].(string)
+	_, m = httpJSON(t, "POST", a.url+"/v1/admin/projects/"+p.id+"/tokens", op, map[string]any{"scopes": []string{"read"}})
+	readA := m["token"].(string)
+
+	n := 0
+	for range 3 {
+		p.post(t, a.url, "before the link")
+		n++
+	}
+	if st, m := httpJSON(t, "POST", b.url+"/v1/admin/projects/"+p.id+"/peers", op, map[string]any{"remote_url": a.url, "token": readA}); st != 201 {
+		t.Fatalf("peer add on B: %d %v", st, m)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); n++ {
+		p.post(t, a.url, "while the link is made")
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitCount(t, b.url, tokenB, p.id, n, 2*time.Second)
+
+	// A's key is on B as imported: an event signed by it is taken there.
+	tokenA := p.token
+	p.token = tokenB
+	p.post(t, b.url, "through B")
+	n++
+	p.token = tokenA
+	if st, m := httpJSON(t, "POST", a.url+"/v1/admin/keys/"+p.key+"/revoke", p.token, nil); st != 200 {
+		t.Fatalf("revoke on A: %d %v", st, m)
+	}
+	revoked := time.Now()
+	time.Sleep(time.Until(revoked.Add(5 * time.Second)))
+	p.token = tokenB
+	if st := p.postStatus(t, b.url, "after the revocation"); st != http.StatusForbidden {
+		t.Fatalf("an event signed by the key revoked on A 5 s ago: %d on B, want 403", st)
+	}
+	p.token = tokenA
+	if got := countEvents(t, b.url, tokenB, p.id); got != n {
+		t.Fatalf("B holds %d records after the revocation, want the %d it had", got, n)
+	}
+}

@@ -45,6 +45,22 @@ func registerProject(t *testing.T, url, op string) *testProject {
 
 func (p *testProject) post(t *testing.T, url, summary string) string {
 	t.Helper()
+	id, status := p.send(t, url, summary)
+	if status != 201 {
+		t.Fatalf("post: %d", status)
+	}
+	return id
+}
+
+// postStatus posts a new event and returns the answer's status.
+func (p *testProject) postStatus(t *testing.T, url, summary string) int {
+	t.Helper()
+	_, status := p.send(t, url, summary)
+	return status
+}
+
+func (p *testProject) send(t *testing.T, url, summary string) (string, int) {
+	t.Helper()
 	p.seq++
 	ev := &correspondence.Event{ProjectID: p.id, RepositoryID: "repo:mp", ThreadID: "t",
 		Sender: correspondence.Sender{IdentityID: p.identity, SigningKeyID: p.key, DeviceID: p.session, SessionID: p.session},
@@ -63,10 +79,7 @@ func (p *testProject) post(t *testing.T, url, summary string) string {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != 201 {
-		t.Fatalf("post: %d", res.StatusCode)
-	}
-	return ev.ID
+	return ev.ID, res.StatusCode
 }
 
 func postgresArgs(t *testing.T) []string {

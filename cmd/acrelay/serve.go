@@ -277,6 +277,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
 	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger, guard.HTTPClient())
+	reg.MustRegister(fed) // refused foreign records by reason
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),

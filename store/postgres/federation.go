@@ -68,6 +68,45 @@ func (db *DB) AppendAt(ctx context.Context, ev *correspondence.Event, canonical 
 	return res, err
 }
 
+// AppendPageAt appends a page of foreign records in order in one group
+// commit (store.Federation).
+func (db *DB) AppendPageAt(ctx context.Context, page []store.ForeignAppend) []store.AppendOutcome {
+	out := make([]store.AppendOutcome, len(page))
+	ins := make([]appendInput, 0, len(page))
+	idx := make([]int, 0, len(page))
+	projectID := ""
+	for i, f := range page {
+		switch {
+		case f.At.IsZero():
+			out[i].Err = errors.New("append at: zero time")
+			continue
+		case f.Event == nil || f.Event.ID == "":
+			out[i].Err = errors.New("append: event without an id")
+			continue
+		case projectID != "" && f.Event.ProjectID != projectID:
+			out[i].Err = errors.New("append page: records of two projects")
+			continue
+		}
+		projectID = f.Event.ProjectID
+		in := appendInput{ev: f.Event, canonical: bytes.Clone(f.Canonical), paths: append([]string{}, f.Event.Scope.Paths...), activeAt: f.At.UTC()}
+		in.node, in.isClaim = correspondence.NodeOf(f.Event)
+		ins = append(ins, in)
+		idx = append(idx, i)
+	}
+	res, errs := db.submitAppends(ctx, projectID, ins)
+	var last int64
+	for k, i := range idx {
+		out[i] = store.AppendOutcome{Result: res[k], Err: errs[k]}
+		if errs[k] == nil && res[k].Created {
+			last = max(last, res[k].Record.ReceivedSeq)
+		}
+	}
+	if last > 0 {
+		db.advances.Publish(projectID, last)
+	}
+	return out
+}
+
 // senderActive decides the sender check of an append: both active now,
 // or, for a foreign record (activeAt set), each active now or stopped
 // strictly after activeAt.

@@ -30,6 +30,9 @@ type appendJob struct {
 	res  store.AppendResult
 	err  error
 	done chan struct{}
+	// group is shared by the jobs of one page (submitAppends): they are
+	// queued together and run in one batch.
+	group *[]*appendJob
 }
 
 type projectQueue struct {
@@ -70,12 +73,57 @@ func (db *DB) submitAppend(ctx context.Context, in appendInput) (store.AppendRes
 	}
 }
 
+// submitAppends queues ins as one group, in order, into one batch of
+// their project, and waits for each. When ctx ends first, the jobs not
+// answered yet get ctx's error (they may still run).
+func (db *DB) submitAppends(ctx context.Context, projectID string, ins []appendInput) ([]store.AppendResult, []error) {
+	res, errs := make([]store.AppendResult, len(ins)), make([]error, len(ins))
+	if len(ins) == 0 {
+		return res, errs
+	}
+	group := make([]*appendJob, len(ins))
+	for i, in := range ins {
+		group[i] = &appendJob{ctx: ctx, in: in, done: make(chan struct{}), group: &group}
+	}
+	g := &db.group
+	g.mu.Lock()
+	if g.queues == nil {
+		g.queues = map[string]*projectQueue{}
+	}
+	q := g.queues[projectID]
+	if q == nil {
+		q = &projectQueue{}
+		g.queues[projectID] = q
+	}
+	q.pending = append(q.pending, group...)
+	if !q.running {
+		q.running = true
+		go db.drain(projectID, q)
+	}
+	g.mu.Unlock()
+	for i, j := range group {
+		select {
+		case <-j.done:
+			res[i], errs[i] = j.res, j.err
+		case <-ctx.Done():
+			for k := i; k < len(group); k++ {
+				errs[k] = ctx.Err()
+			}
+			return res, errs
+		}
+	}
+	return res, errs
+}
+
 // drain runs the project's batches until none is waiting.
 func (db *DB) drain(projectID string, q *projectQueue) {
 	g := &db.group
 	for {
 		g.mu.Lock()
 		n := min(len(q.pending), maxGroupBatch)
+		for n > 0 && n < len(q.pending) && q.pending[n].group != nil && q.pending[n].group == q.pending[n-1].group {
+			n++ // a page is never split
+		}
 		if n == 0 {
 			q.running = false
 			delete(g.queues, projectID)

@@ -83,6 +83,53 @@ func (db *DB) AppendAt(ctx context.Context, ev *correspondence.Event, canonical 
 	return res, nil
 }
 
+// AppendPageAt appends a page of foreign records in order in one group
+// commit (store.Federation).
+func (db *DB) AppendPageAt(ctx context.Context, page []store.ForeignAppend) []store.AppendOutcome {
+	out := make([]store.AppendOutcome, len(page))
+	runs := make([]func(t *txn) error, 0, len(page))
+	idx := make([]int, 0, len(page))
+	for i, f := range page {
+		switch {
+		case f.At.IsZero():
+			out[i].Err = errors.New("append at: zero time")
+			continue
+		case f.Event == nil || f.Event.ID == "":
+			out[i].Err = errors.New("append: event without an id")
+			continue
+		}
+		in, err := newAppendInput(f.Event, f.Canonical)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		in.activeAt = f.At.UTC()
+		o := &out[i]
+		runs = append(runs, func(t *txn) error {
+			var err error
+			o.Result, err = appendTx(t, in)
+			return err
+		})
+		idx = append(idx, i)
+	}
+	errs := db.submitGroup(ctx, "append", runs)
+	var last int64
+	var projectID string
+	for k, i := range idx {
+		if errs[k] != nil {
+			out[i] = store.AppendOutcome{Err: errs[k]}
+			continue
+		}
+		if out[i].Result.Created && out[i].Result.Record.ReceivedSeq > last {
+			last, projectID = out[i].Result.Record.ReceivedSeq, page[i].Event.ProjectID
+		}
+	}
+	if last > 0 {
+		db.advances.Publish(projectID, last)
+	}
+	return out
+}
+
 // senderActiveAt reports whether the sender identity and key were active
 // at at: active now, or stopped strictly after at. sql.ErrNoRows when the
 // key is not a key of that identity in the project.

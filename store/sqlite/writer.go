@@ -20,6 +20,9 @@ type job struct {
 	ctx  context.Context // the submitter's; checked before run, never used for SQL
 	run  func(t *txn) error
 	done chan error // buffered: the writer never blocks on a departed submitter
+	// group, when set, are jobs that run in order in one batch (a page of
+	// foreign records, submitGroup); run and done are then unused.
+	group []*job
 }
 
 // submit queues run for the writer and waits for its outcome. When ctx
@@ -51,6 +54,52 @@ func (db *DB) submit(ctx context.Context, op string, run func(t *txn) error) err
 	}
 }
 
+// submitGroup queues runs as one unit: they run in order in one batch
+// (one transaction and one commit), each with its own outcome as submit
+// gives it. When ctx ends first, the runs not answered yet get ctx's
+// error (a run that has started may still commit).
+func (db *DB) submitGroup(ctx context.Context, op string, runs []func(t *txn) error) []error {
+	errs := make([]error, len(runs))
+	if len(runs) == 0 {
+		return errs
+	}
+	g := &job{ctx: ctx, group: make([]*job, len(runs))}
+	for i, run := range runs {
+		g.group[i] = &job{ctx: ctx, run: run, done: make(chan error, 1)}
+	}
+	fillAll := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return fillAll(fmt.Errorf("%s: store closed: %w", op, store.ErrUnavailable))
+	}
+	select {
+	case db.queue <- g:
+		db.mu.RUnlock()
+	case <-ctx.Done():
+		db.mu.RUnlock()
+		return fillAll(fmt.Errorf("%s: %w", op, ctx.Err()))
+	}
+	for i, j := range g.group {
+		select {
+		case err := <-j.done:
+			if err != nil {
+				errs[i] = mapErr(op, err)
+			}
+		case <-ctx.Done():
+			return fillAll(fmt.Errorf("%s: %w", op, ctx.Err()))
+		}
+	}
+	return errs
+}
+
 // lingerBatch and lingerMax bound the group committer's wait for a batch
 // to fill: at most lingerMax, for at most lingerBatch appends.
 const (
@@ -80,7 +129,7 @@ func (db *DB) writeLoop() {
 		}
 		db.wmu.Lock()
 		b := db.beginBatch()
-		b.run(j)
+		b.take(j)
 		want := min(max(last, 1), lingerBatch, db.maxBatch)
 		lingering := false
 	fill:
@@ -90,7 +139,7 @@ func (db *DB) writeLoop() {
 				if !ok {
 					break fill
 				}
-				b.run(j)
+				b.take(j)
 				continue
 			default:
 			}
@@ -106,7 +155,7 @@ func (db *DB) writeLoop() {
 				if !ok {
 					break fill
 				}
-				b.run(j)
+				b.take(j)
 			case <-linger.C:
 				lingering = false
 				break fill
@@ -206,6 +255,17 @@ func (b *batch) fail(err error) {
 			b.errs[i] = b.cause
 		}
 		j.done <- b.errs[i]
+	}
+}
+
+// take runs j, or each job of its group in order.
+func (b *batch) take(j *job) {
+	if j.group == nil {
+		b.run(j)
+		return
+	}
+	for _, g := range j.group {
+		b.run(g)
 	}
 }
 

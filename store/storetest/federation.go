@@ -21,6 +21,84 @@ var federationTests = []struct {
 	{"federation/import_key", testImportKey},
 	{"federation/project_events", testProjectEvents},
 	{"federation/peers", testPeers},
+	{"federation/refusals", testRefusals},
+}
+
+// testRefusals: a refusal that may pass keeps its bytes and is listed as
+// pending in remote order; refusing it again counts an attempt; a final
+// refusal drops the bytes and stays final; counts and the latest are per
+// link; a stored record's refusal is deleted; an unknown link is
+// ErrNotFound; removing the link removes its refusals.
+func testRefusals(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	p := must[store.Project](t, "project")(st.CreateProject(ctx, NewUUID()))
+	peer := must[store.Peer](t, "peer")(st.CreatePeer(ctx, store.Peer{ID: NewUUID(), ProjectID: p.ID, RemoteURL: "https://a.example", Token: "t"}))
+	other := must[store.Peer](t, "peer")(st.CreatePeer(ctx, store.Peer{ID: NewUUID(), ProjectID: p.ID, RemoteURL: "https://b.example", Token: "t"}))
+	at := time.Date(2026, 7, 1, 9, 0, 0, 123e6, time.UTC)
+	save := func(peerID string, seq int64, reason string, final bool, record string) {
+		t.Helper()
+		r := store.Refusal{ProjectID: p.ID, PeerID: peerID, ReceivedSeq: seq, EventID: "sha256:x", Reason: reason, Final: final,
+			Record: []byte(record), RemoteReceivedAt: at}
+		if err := st.SaveRefusal(ctx, r); err != nil {
+			t.Fatalf("save refusal %d: %v", seq, err)
+		}
+	}
+	save(peer.ID, 7, "signing_key_unknown", false, `{"a":7}`)
+	save(peer.ID, 3, "signing_key_unknown", false, `{"a":3}`)
+	save(peer.ID, 5, "signature_invalid", true, `{"a":5}`)
+	save(peer.ID, 3, "signing_key_unknown", false, `{"a":3}`) // again
+	save(other.ID, 1, "signing_key_unknown", false, `{"o":1}`)
+
+	pending, err := st.PendingRefusals(ctx, p.ID, peer.ID, 0, 10)
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("pending: %+v, %v", pending, err)
+	}
+	if r := pending[0]; r.ReceivedSeq != 3 || string(r.Record) != `{"a":3}` || r.Attempts != 2 || r.Final ||
+		!r.RemoteReceivedAt.Equal(at) || r.Reason != "signing_key_unknown" || r.EventID != "sha256:x" || r.RefusedAt.IsZero() ||
+		r.FirstRefusedAt.After(r.RefusedAt) {
+		t.Fatalf("pending[0] = %+v", r)
+	}
+	if pending[1].ReceivedSeq != 7 || pending[1].Attempts != 1 {
+		t.Fatalf("pending[1] = %+v", pending[1])
+	}
+	if after, err := st.PendingRefusals(ctx, p.ID, peer.ID, 3, 10); err != nil || len(after) != 1 || after[0].ReceivedSeq != 7 {
+		t.Fatalf("pending after 3: %+v, %v", after, err)
+	}
+	// 7 turns final; a later "may pass" does not undo that.
+	save(peer.ID, 7, "signing_key_unknown", true, `{"a":7}`)
+	save(peer.ID, 7, "other", false, `{"a":7}`)
+	sum, err := st.SummarizeRefusals(ctx, p.ID, peer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.RefusalCount{{Reason: "signature_invalid", Final: true, Count: 1},
+		{Reason: "signing_key_unknown", Final: false, Count: 1}, {Reason: "signing_key_unknown", Final: true, Count: 1}}
+	if !slices.Equal(sum.Counts, want) {
+		t.Fatalf("counts %+v, want %+v", sum.Counts, want)
+	}
+	if l := sum.Latest; l == nil || l.ReceivedSeq != 7 || !l.Final || l.Record != nil || l.Attempts != 3 {
+		t.Fatalf("latest %+v", sum.Latest)
+	}
+	all, err := st.SummarizeRefusals(ctx, "", "")
+	if err != nil || len(all.Counts) != 3 || all.Counts[1].Count != 2 {
+		t.Fatalf("every link's counts: %+v, %v", all.Counts, err)
+	}
+	// Stored after all.
+	if err := st.DeleteRefusal(ctx, p.ID, peer.ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := st.PendingRefusals(ctx, p.ID, peer.ID, 0, 10); err != nil || len(pending) != 0 {
+		t.Fatalf("pending after delete: %+v, %v", pending, err)
+	}
+	if err := st.SaveRefusal(ctx, store.Refusal{ProjectID: p.ID, PeerID: NewUUID(), ReceivedSeq: 1, Reason: "x"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown link: %v", err)
+	}
+	if err := st.RemovePeer(ctx, p.ID, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := st.SummarizeRefusals(ctx, p.ID, other.ID); err != nil || len(sum.Counts) != 0 || sum.Latest != nil {
+		t.Fatalf("a removed link's refusals: %+v, %v", sum, err)
+	}
 }
 
 // testAppendAtKeyTime: a foreign record is accepted when its key was
