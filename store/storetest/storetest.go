@@ -42,6 +42,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"append/stream_coordination", testStreamCoordination},
 		{"couriers/cursors", testCourierCursors},
 		{"couriers/leases", testCourierLeases},
+		{"couriers/lease_read_then_take", testCourierLeaseRead},
+		{"couriers/lease_reclaim", testCourierLeaseReclaim},
 		{"couriers/backoff", testCourierBackoff},
 		{"feed", testFeed},
 		{"advances", testAdvances},
