@@ -359,6 +359,7 @@ type faultyStore struct {
 	store.Store
 	failRenew atomic.Bool  // lease renewals and acquisitions fail (a partitioned process)
 	writes    atomic.Int64 // courier write transactions (each method is one)
+	acquires  atomic.Int64 // AcquireLeases calls
 }
 
 func (f *faultyStore) RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
@@ -370,6 +371,7 @@ func (f *faultyStore) RenewLeases(ctx context.Context, courier, holder string, t
 }
 func (f *faultyStore) AcquireLeases(ctx context.Context, courier, holder string, ids []string, ttl time.Duration) ([]store.Lease, error) {
 	f.writes.Add(1)
+	f.acquires.Add(1)
 	if f.failRenew.Load() {
 		return nil, fmt.Errorf("acquire: %w", store.ErrUnavailable)
 	}
