@@ -2,9 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,7 +75,22 @@ type Keeper struct {
 	want    chan wantReq
 	updates chan Set
 	held    atomic.Pointer[Set]
+
+	watchMu sync.Mutex
+	watches map[*watch]bool // Context's: checked at every publish
 }
+
+// watch is one Context: cancelled when its lease is no longer held under
+// its fence, or when the lease's safe time passes without a renewal.
+type watch struct {
+	lease  store.Lease
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// ErrLeaseUnsafe is the cause of a Context that ended because its lease
+// was lost or not renewed by its safe time.
+var ErrLeaseUnsafe = errors.New("lease lost or not renewed by its safe time")
 
 type wantReq struct {
 	id    string
@@ -98,6 +115,7 @@ func New(st Store, opt Options) *Keeper {
 		margin: opt.TTL / 4, timeout: opt.TTL / 5,
 		want: make(chan wantReq, 256), updates: make(chan Set, 1)}
 	k.held.Store(&Set{})
+	k.watches = map[*watch]bool{}
 	return k
 }
 
@@ -151,6 +169,45 @@ func (k *Keeper) WithDeadline(ctx context.Context, lease store.Lease, timeout ti
 		d = time.Now()
 	}
 	return context.WithDeadline(ctx, d)
+}
+
+// Context returns a context for long-running work under lease (a
+// federation link): it ends, with cause ErrLeaseUnsafe, as soon as lease
+// is no longer held under its fence, or when its safe time passes
+// without a renewal; each renewal moves that time on. It ends at once
+// when lease is not held and safe now. Call cancel when the work ends.
+func (k *Keeper) Context(parent context.Context, lease store.Lease) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	w := &watch{lease: lease, cancel: cancel}
+	k.watchMu.Lock()
+	k.watches[w] = true
+	k.check(w, k.Held())
+	k.watchMu.Unlock()
+	return ctx, func() {
+		k.watchMu.Lock()
+		delete(k.watches, w)
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		k.watchMu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// check ends w unless its lease is held and safe in s, else arms its
+// timer for the lease's safe time. Called with watchMu held.
+func (k *Keeper) check(w *watch, s Set) {
+	h, ok := s.Find(w.lease.ProjectID)
+	wait := time.Until(h.SafeUntil)
+	if !ok || h.Fence != w.lease.Fence || wait <= 0 {
+		w.cancel(ErrLeaseUnsafe)
+		return
+	}
+	if w.timer == nil {
+		w.timer = time.AfterFunc(wait, func() { w.cancel(ErrLeaseUnsafe) })
+	} else {
+		w.timer.Reset(wait)
+	}
 }
 
 // call bounds one store call by the keeper's call timeout.
@@ -391,6 +448,11 @@ func (k *Keeper) publish(held map[string]Held) {
 	}
 	slices.SortFunc(s, func(a, b Held) int { return strings.Compare(a.ProjectID, b.ProjectID) })
 	k.held.Store(&s)
+	k.watchMu.Lock()
+	for w := range k.watches {
+		k.check(w, s)
+	}
+	k.watchMu.Unlock()
 	select {
 	case <-k.updates:
 	default:

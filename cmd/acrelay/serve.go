@@ -221,8 +221,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	defer id.Close()
-	holder := id.ID
-	logger.Info("lease holder", "holder", holder, "reclaim", id.Reclaim)
+	logger.Info("lease holder", "holder", id.ID, "reclaim", id.Reclaim)
 	if cfg.ExportDir != "" {
 		if err := os.MkdirAll(cfg.ExportDir, 0o700); err != nil {
 			return fmt.Errorf("export dir: %w", err)
@@ -268,7 +267,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
-	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger, guard.HTTPClient())
+	fed := newFederation(st, cfg.Federation, public, id, cfg.CourierLease, logger, guard.HTTPClient())
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed,
