@@ -437,8 +437,10 @@ type Couriers interface {
 	// p of projectIDs that is free, expired by the database clock or
 	// already holder's, until ttl (≥ 1ms) after the database clock, in one
 	// write transaction, and returns every lease of projectIDs that holder
-	// now holds (in projectIDs order). Unknown projects are skipped.
-	// A lease live with another holder is left alone without being locked
+	// now holds (in projectIDs order). Unknown projects are skipped; the
+	// project id "" names a relay-wide lease (a job with one holder for
+	// the whole relay, such as the Matrix bot's /sync) and needs no
+	// project. A lease live with another holder is left alone without being locked
 	// or written (it is filtered out by a read first), so a keeper that
 	// asks for leases held elsewhere costs a read, not a write per row.
 	// Errors: ErrUnavailable.

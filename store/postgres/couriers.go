@@ -22,15 +22,17 @@ import (
 // winner's row. A fenced write locks the lease row FOR SHARE, so it is
 // ordered with a takeover of that lease.
 const (
-	// acquireLeases: $4 is the ttl in milliseconds, $3 the project ids.
+	// acquireLeases: $4 is the ttl in milliseconds, $3 the project ids
+	// ("" is a relay-wide lease and needs no project).
 	// The NOT EXISTS reads the statement's snapshot first: a lease live
 	// with another holder never reaches ON CONFLICT, which would lock its
 	// row even when the update's WHERE is false.
 	acquireLeases = `WITH ins AS (
 		INSERT INTO courier_leases AS l (courier, project_id, holder, expires_at, fence)
 		SELECT $1, p.id, $2, ` + nowMS + ` + $4::bigint * interval '1 millisecond', 1
-		FROM projects p WHERE p.id = ANY($3::text[])
-		  AND NOT EXISTS (SELECT 1 FROM courier_leases o WHERE o.courier = $1 AND o.project_id = p.id
+		FROM (SELECT id FROM projects WHERE id = ANY($3::text[])
+		      UNION ALL SELECT '' WHERE '' = ANY($3::text[])) AS p
+		WHERE NOT EXISTS (SELECT 1 FROM courier_leases o WHERE o.courier = $1 AND o.project_id = p.id
 		                  AND o.holder <> $2 AND o.expires_at > ` + nowMS + `)
 		ON CONFLICT (courier, project_id) DO UPDATE
 		SET holder = excluded.holder, expires_at = excluded.expires_at,

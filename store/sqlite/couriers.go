@@ -22,7 +22,7 @@ const (
 	// SQLite time modifier such as '+30.000 seconds'.
 	acquireLeases = `INSERT INTO courier_leases (courier, project_id, holder, expires_at, fence)
 		SELECT ?1, j.value, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3), 1
-		FROM json_each(?4) AS j WHERE EXISTS (SELECT 1 FROM projects WHERE id = j.value)
+		FROM json_each(?4) AS j WHERE (j.value = '' OR EXISTS (SELECT 1 FROM projects WHERE id = j.value))
 		  AND NOT EXISTS (SELECT 1 FROM courier_leases o WHERE o.courier = ?1 AND o.project_id = j.value
 		                  AND o.holder <> ?2 AND o.expires_at > ` + nowMS + `)
 		ON CONFLICT (courier, project_id) DO UPDATE

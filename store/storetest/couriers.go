@@ -487,3 +487,29 @@ func testCourierLeaseReclaim(t *testing.T, s store.Store) {
 		t.Fatalf("another courier's lease after a reclaim: %+v, want untouched at fence 1", states)
 	}
 }
+
+// testRelayLease: the project id "" names a relay-wide lease (one holder
+// for the whole relay): it is read, taken, renewed, reclaimed and
+// released as a project's, with no project behind it.
+func testRelayLease(t *testing.T, s store.Store) {
+	a := leaseOf(t, s, "matrix-sync", "relay-a", "", time.Minute)
+	if a.ProjectID != "" || a.Fence < 1 {
+		t.Fatalf("relay-wide lease %+v", a)
+	}
+	if got := must[[]store.Lease](t, "acquire")(s.AcquireLeases(ctx, "matrix-sync", "relay-b", []string{""}, time.Minute)); len(got) != 0 {
+		t.Fatalf("relay-b took a live relay-wide lease: %+v", got)
+	}
+	states := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "matrix-sync", []string{""}))
+	if len(states) != 1 || states[0].Holder != "relay-a" || states[0].ExpiresIn <= 0 {
+		t.Fatalf("relay-wide lease state %+v", states)
+	}
+	if got := must[[]store.Lease](t, "reclaim")(s.ReclaimLeases(ctx, "matrix-sync", "relay-a", time.Minute)); len(got) != 1 || got[0].Fence != a.Fence+1 {
+		t.Fatalf("reclaimed %+v, want fence %d", got, a.Fence+1)
+	}
+	if err := s.ReleaseLeases(ctx, "matrix-sync", "relay-a", []string{""}); err != nil {
+		t.Fatal(err)
+	}
+	if b := leaseOf(t, s, "matrix-sync", "relay-b", "", time.Minute); b.Fence <= a.Fence+1 {
+		t.Fatalf("the next holder's fence %d is not above %d", b.Fence, a.Fence+1)
+	}
+}

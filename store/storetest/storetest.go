@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"couriers/leases", testCourierLeases},
 		{"couriers/lease_read_then_take", testCourierLeaseRead},
 		{"couriers/lease_reclaim", testCourierLeaseReclaim},
+		{"couriers/relay_lease", testRelayLease},
 		{"couriers/backoff", testCourierBackoff},
 		{"feed", testFeed},
 		{"advances", testAdvances},
