@@ -78,6 +78,7 @@ type Keeper struct {
 
 	watchMu sync.Mutex
 	watches map[*watch]bool // Context's: checked at every publish
+	changed chan struct{}   // closed (and replaced) at every publish
 }
 
 // watch is one Context: cancelled when its lease is no longer held under
@@ -116,6 +117,7 @@ func New(st Store, opt Options) *Keeper {
 		want: make(chan wantReq, 256), updates: make(chan Set, 1)}
 	k.held.Store(&Set{})
 	k.watches = map[*watch]bool{}
+	k.changed = make(chan struct{})
 	return k
 }
 
@@ -169,6 +171,14 @@ func (k *Keeper) WithDeadline(ctx context.Context, lease store.Lease, timeout ti
 		d = time.Now()
 	}
 	return context.WithDeadline(ctx, d)
+}
+
+// Changed returns a channel closed at the keeper's next report (after
+// every renewal interval, and whenever what it holds changes).
+func (k *Keeper) Changed() <-chan struct{} {
+	k.watchMu.Lock()
+	defer k.watchMu.Unlock()
+	return k.changed
 }
 
 // Context returns a context for long-running work under lease (a
@@ -452,6 +462,8 @@ func (k *Keeper) publish(held map[string]Held) {
 	for w := range k.watches {
 		k.check(w, s)
 	}
+	close(k.changed)
+	k.changed = make(chan struct{})
 	k.watchMu.Unlock()
 	select {
 	case <-k.updates:
