@@ -247,9 +247,12 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	var srv *relay.Server
 	var websubRunner *couriers.Runner
+	// One process scans for subscriptions of revoked tokens (a relay-wide
+	// lease); every process verifies intent and sends the denials it queued.
+	revokedScan := lease.NewSingle(st, lease.Options{Name: "websub-revoked-scan", Holder: id, TTL: cfg.CourierLease, Logger: logger})
 	websub := hub.New(st, hub.Options{
 		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
-		Guard: guard, Logger: logger,
+		Guard: guard, Logger: logger, RevokedCheckHeld: revokedScan.Held,
 		// spec/websub.md: in production callbacks must be https; a relay
 		// published over https is taken to be one.
 		Production: strings.HasPrefix(public, "https://"),
@@ -281,6 +284,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
+	wg.Go(func() { _ = revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
