@@ -31,14 +31,29 @@
 //     target, and implement FailingReporter to hear of targets failing
 //     longer than Backoff.GiveUp.
 //   - With several processes on one database, one process delivers per
-//     (courier, project): it holds the lease. A lease keeper renews every
-//     lease this process holds in one store write per third of the lease,
-//     on its own timer — so an idle relay writes once per courier per
-//     interval, whatever the number of projects. Every cursor write names
-//     the lease's fence; once a lease lapses or changes hands the old
-//     holder's writes fail with store.ErrLeaseLost, its in-flight
-//     deliveries are cancelled and it sends nothing more, so no record is
-//     sent by two processes at once.
+//     (courier, project): the one holding its lease, kept by package
+//     lease. The keeper renews every lease this process holds in one
+//     store write per third of the lease, on its own timer, and reads a
+//     lease held elsewhere instead of asking for it, so an idle relay
+//     writes once per courier per interval, whatever the number of
+//     projects or processes. Every delivery's deadline is min(now +
+//     DeliveryTimeout, the lease's safe time): the local time, measured
+//     before the store call that last took or renewed the lease, plus the
+//     lease, minus a quarter of it; the database cannot give the lease to
+//     another process before that. A delivery is therefore cut (its
+//     context ends) before its lease can lapse, and a lease not renewed by
+//     its safe time starts no delivery. Every cursor write names the
+//     lease's fence; once the lease lapses or changes hands the old
+//     holder's writes fail with store.ErrLeaseLost. So no record is sent
+//     by two processes at once, provided a process is not stalled (a
+//     paused VM, SIGSTOP) between its deadline check and its bytes leaving
+//     for longer than that quarter of the lease, and clocks do not drift
+//     by as much; cursor writes are fenced exactly, whatever the stall.
+//   - A process restarted on the same data directory keeps its
+//     predecessor's holder identity (lease.OpenIdentity) and reclaims its
+//     live leases at start under new fences, so a SIGKILLed relay resumes
+//     delivery as soon as it is back, not after its dead leases expire; the
+//     dead process's late writes are refused by the new fence.
 //   - The records of one target are delivered in receipt order, in
 //     batches of at most Options.Batch, one Deliver call at a time; a failed
 //     batch is retried as exactly that batch, so a signed body is resent as
@@ -51,9 +66,12 @@
 //     each batch once, not once per target); couriers must not modify the
 //     records they are handed.
 //   - Refresh (a courier's targets changed: a subscription verified, a room
-//     bound) reloads that project's targets within 50 ms and takes its lease
-//     at once if this process has none.
+//     bound) reloads that project's targets within 50 ms; when this process
+//     has no lease of the project, it reads the lease at once and takes it
+//     if it is free or expired.
 //
 // It deliberately does not render, sign or address anything: that is each
-// courier's job.
+// courier's job; nor does it keep leases itself (package lease does, for
+// every piece of single-holder background work: couriers, federation
+// links, the Matrix inbox and bot /sync, the hub's revoked-token scan).
 package couriers

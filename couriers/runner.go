@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -102,7 +101,10 @@ type Store interface {
 
 // Options tune a Runner; zero values take the defaults.
 type Options struct {
-	Holder   string        // this process's lease holder id (required)
+	// Identity is this process's lease holder identity
+	// (lease.OpenIdentity); when nil, Holder names a fresh one.
+	Identity *lease.Identity
+	Holder   string        // the lease holder id when Identity is nil
 	LeaseTTL time.Duration // lease length; renewed every third of it; default 15s
 	Batch    int           // records per delivery; default 100
 	// Concurrency bounds the deliveries in flight across every target and
@@ -116,7 +118,10 @@ type Options struct {
 	// (couriers/hostslots.go); default 5s.
 	SlowDelivery time.Duration
 	Backoff      Backoff // default 1s to 5m, no give-up
-	// DeliveryTimeout bounds one Deliver call; default 60s.
+	// DeliveryTimeout bounds one Deliver call; default 60s. A delivery's
+	// deadline is min(now + DeliveryTimeout, the lease's safe time), so
+	// with a lease shorter than it a delivery gets at most the lease's
+	// remaining safe time (package lease).
 	DeliveryTimeout time.Duration
 	// Refresh is how often the Runner re-reads the courier's projects and
 	// targets and the projects' heads (advances and Refresh calls wake it
@@ -144,9 +149,9 @@ type Runner struct {
 
 	hosts *hostSlots // per-host limits (couriers/hostslots.go)
 
-	// validUntil is the local time (UnixNano) until which the held leases
-	// are safe to act on; workers stop sending after it.
-	validUntil atomic.Int64
+	// keeper holds the leases and their safe times: no delivery runs
+	// past the safe time of the lease it started under.
+	keeper *lease.Keeper
 
 	records recordCache // batches shared by targets at the same cursor
 
@@ -209,10 +214,23 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
+	id := opt.Identity
+	if id == nil {
+		id = &lease.Identity{ID: opt.Holder}
+	}
+	r := &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
 		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
 		advances: make(chan advanceReq, 2*opt.Concurrency)}
+	r.keeper = lease.New(st, lease.Options{Name: c.Name(), Holder: id, TTL: opt.LeaseTTL,
+		Wanted: c.Projects, ListEvery: opt.Refresh, Logger: opt.Logger.With("courier", c.Name()),
+		// An advance or Refresh named a project the last listing did not
+		// include: only a project with targets is worth a lease.
+		Check: func(ctx context.Context, id string) bool {
+			ts, err := c.Targets(ctx, id)
+			return err == nil && len(ts) > 0
+		}})
+	return r
 }
 
 // Refresh tells the Runner that a project's targets changed (a WebSub
@@ -271,26 +289,18 @@ type result struct {
 	err       error
 }
 
-// leaseUpdate is what the lease keeper reports: the leases this process
-// holds now and the local time until which they are safe to act on.
-type leaseUpdate struct {
-	leases     []store.Lease
-	validUntil time.Time
-}
-
 // Run delivers until ctx ends, then stops its deliveries and releases its
 // leases. It returns nil after ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	sub := r.st.SubscribeAdvances()
 	defer sub.Close()
-	updates := make(chan leaseUpdate, 1)
-	want := make(chan wantReq, 256)
 	// The keeper outlives Run's ctx: it must hold the leases until every
 	// worker has returned and the last cursor writes are committed (they
 	// are fenced), and only then release them.
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keeper sync.WaitGroup
-	keeper.Go(func() { r.keepLeases(kctx, want, updates) })
+	keeper.Go(func() { _ = r.keeper.Run(kctx) })
+	updates := r.keeper.Updates()
 	results := make(chan result, 64)
 	var workers sync.WaitGroup
 	stopCommit := make(chan struct{})
@@ -323,8 +333,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case u := <-updates:
-			r.validUntil.Store(u.validUntil.UnixNano())
-			r.applyLeases(ctx, u.leases)
+			r.applyLeases(ctx, u)
 		case <-sub.Ready():
 			for _, a := range sub.Take() {
 				r.mu.Lock()
@@ -334,10 +343,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 				r.mu.Unlock()
 				if p == nil {
-					select {
-					case want <- wantReq{id: a.ProjectID}:
-					default:
-					}
+					r.keeper.Want(a.ProjectID, false)
 				}
 			}
 		case id := <-r.refresh:
@@ -354,10 +360,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				p := r.projects[id]
 				r.mu.Unlock()
 				if p == nil {
-					select {
-					case want <- wantReq{id: id, refresh: true}:
-					default:
-					}
+					r.keeper.Want(id, true)
 				} else {
 					r.load(ctx, id, p)
 				}
@@ -391,10 +394,10 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // applyLeases starts the projects whose lease was won and stops those
 // whose lease was lost (or taken again under a new fence).
-func (r *Runner) applyLeases(ctx context.Context, leases []store.Lease) {
+func (r *Runner) applyLeases(ctx context.Context, leases lease.Set) {
 	held := make(map[string]store.Lease, len(leases))
 	for _, l := range leases {
-		held[l.ProjectID] = l
+		held[l.ProjectID] = l.Lease
 	}
 	r.mu.Lock()
 	var won []string
@@ -475,15 +478,15 @@ func (r *Runner) load(ctx context.Context, id string, p *project) {
 // none is).
 func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *sync.WaitGroup) time.Time {
 	now := time.Now()
-	if !r.leasesSafe(now) {
-		return time.Time{} // leases not (or no longer) known to be safe
-	}
 	var next time.Time
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, p := range r.projects {
 		if !p.loaded {
 			continue
+		}
+		if _, safe := r.keeper.Deadline(p.lease, 0); !safe {
+			continue // not (or no longer) known to be safe: the keeper's next report reschedules
 		}
 		for _, t := range p.targets {
 			if t.cursor >= p.head {
@@ -604,7 +607,7 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 	cursor = w.cursor
 	upTo := w.upTo
 	for {
-		if w.ctx.Err() != nil || !r.leasesSafe(time.Now()) {
+		if _, safe := r.keeper.Deadline(w.lease, 0); w.ctx.Err() != nil || !safe {
 			return cursor, 0, nil
 		}
 		if cursor >= w.head {
@@ -726,10 +729,13 @@ func (w worker) deliver(recs []store.Record) error {
 		return w.ctx.Err()
 	}
 	defer func() { <-r.sem }()
-	if !r.leasesSafe(time.Now()) {
+	// No send outlives the lease it started under: the deadline is
+	// min(now + DeliveryTimeout, the lease's safe time).
+	deadline, safe := r.keeper.Deadline(w.lease, r.opt.DeliveryTimeout)
+	if !safe {
 		return errLeaseUnsafe // the lease may have lapsed: do not send
 	}
-	dctx, cancel := context.WithTimeout(w.ctx, r.opt.DeliveryTimeout)
+	dctx, cancel := context.WithDeadline(w.ctx, deadline)
 	defer cancel()
 	slot.begin()
 	err = r.courier.Deliver(dctx, w.projectID, w.target, recs)
@@ -749,161 +755,6 @@ func (w worker) deliver(recs []store.Record) error {
 // errLeaseUnsafe ends a drain whose lease was not renewed in time; the
 // target is rescheduled, without a failure, once the lease is renewed.
 var errLeaseUnsafe = errors.New("lease not renewed in time")
-
-func (r *Runner) leasesSafe(now time.Time) bool { return now.UnixNano() < r.validUntil.Load() }
-
-// keepLeases is the lease keeper: every third of the lease it renews all
-// of this process's leases of the courier in one store call, takes the
-// leases of projects the courier has targets in (read every Refresh, or
-// named on want) that no live lease covers, and reports what it holds.
-// When it cannot renew before the leases' safe time ends, it reports none.
-// On exit it releases what it holds.
-// wantReq asks the lease keeper for a project's lease: after an advance
-// (at most once per renewal interval per project), or after Refresh (at
-// once, and the project joins the wanted set).
-type wantReq struct {
-	id      string
-	refresh bool
-}
-
-func (r *Runner) keepLeases(ctx context.Context, want <-chan wantReq, updates chan leaseUpdate) {
-	name, holder, ttl := r.courier.Name(), r.opt.Holder, r.opt.LeaseTTL
-	margin := ttl / 10 // local clocks run at slightly different rates
-	var held []store.Lease
-	var validUntil time.Time
-	var wanted []string
-	var wantedAt time.Time
-	tried := map[string]time.Time{} // project → last acquisition attempt
-	defer func() {
-		if len(held) == 0 {
-			return
-		}
-		ids := make([]string, len(held))
-		for i, l := range held {
-			ids[i] = l.ProjectID
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := r.st.ReleaseLeases(rctx, name, holder, ids); err != nil {
-			r.log.Warn("release leases", "err", err)
-		}
-	}()
-	report := func() {
-		u := leaseUpdate{leases: append([]store.Lease(nil), held...), validUntil: validUntil}
-		select { // replace an unread report: only the newest matters
-		case <-updates:
-		default:
-		}
-		updates <- u
-	}
-	tick := time.NewTicker(ttl / 3)
-	defer tick.Stop()
-	for first := true; ; first = false {
-		var extra []string
-		if !first {
-			take := func(w wantReq) {
-				extra = append(extra, w.id)
-				if w.refresh {
-					delete(tried, w.id) // a new target: try now, even if tried a moment ago
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case w := <-want:
-				take(w)
-			drain:
-				for {
-					select {
-					case w := <-want:
-						take(w)
-					default:
-						break drain
-					}
-				}
-			case <-tick.C:
-			}
-		}
-		start := time.Now()
-		isTick := len(extra) == 0
-		if isTick {
-			// Renew: one write whatever the number of projects held.
-			if len(held) > 0 {
-				ls, err := r.st.RenewLeases(ctx, name, holder, ttl)
-				if err != nil {
-					r.log.Warn("renew leases", "err", err)
-					if !start.Before(validUntil) {
-						held = nil
-					}
-				} else {
-					held, validUntil = ls, start.Add(ttl-margin)
-				}
-			}
-			if wantedAt.IsZero() || time.Since(wantedAt) >= r.opt.Refresh {
-				ps, err := r.courier.Projects(ctx)
-				if err != nil {
-					r.log.Warn("list projects", "err", err)
-				} else {
-					wanted, wantedAt = ps, time.Now()
-				}
-			}
-			extra = wanted
-		}
-		// Take what is wanted and not held, each project at most once per
-		// renewal interval (another process may hold it).
-		have := make(map[string]bool, len(held))
-		for _, l := range held {
-			have[l.ProjectID] = true
-		}
-		var missing []string
-		for _, id := range extra {
-			if have[id] || (!tried[id].IsZero() && time.Since(tried[id]) < ttl/3) {
-				continue
-			}
-			have[id] = true
-			if !isTick { // an advance or Refresh named it: only a project with targets is worth a lease
-				ts, err := r.courier.Targets(ctx, id)
-				if err != nil || len(ts) == 0 {
-					tried[id] = start
-					continue
-				}
-				if !slices.Contains(wanted, id) {
-					wanted = append(wanted, id) // kept wanted until the next listing
-				}
-			}
-			missing = append(missing, id)
-		}
-		if len(missing) > 0 {
-			for _, id := range missing {
-				tried[id] = start
-			}
-			if len(tried) > 4*len(missing)+1024 {
-				for id, at := range tried { // forget old attempts
-					if time.Since(at) >= ttl {
-						delete(tried, id)
-					}
-				}
-			}
-			for len(missing) > 0 {
-				chunk := missing[:min(len(missing), 500)]
-				missing = missing[len(chunk):]
-				ls, err := r.st.AcquireLeases(ctx, name, holder, chunk, ttl)
-				if err != nil {
-					r.log.Warn("acquire leases", "err", err)
-					break
-				}
-				if len(ls) > 0 && len(held) == 0 {
-					validUntil = start.Add(ttl - margin)
-				}
-				// Otherwise the last renewal's (earlier) safe time covers
-				// the new leases too.
-				held = append(held, ls...)
-			}
-			sort.Slice(held, func(i, j int) bool { return held[i].ProjectID < held[j].ProjectID })
-		}
-		report()
-	}
-}
 
 // recordCache shares RecordsAfter batches between the targets of a
 // project that stand at the same cursor (a fan-out: every subscription of

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -35,8 +36,7 @@ type Store interface {
 	Peers(ctx context.Context, projectID string) ([]store.Peer, error)
 	Peer(ctx context.Context, projectID, peerID string) (store.Peer, error)
 	ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error)
-	AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]store.Lease, error)
-	ReleaseLeases(ctx context.Context, courier, holder string, projectIDs []string) error
+	lease.Store
 	TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error)
 	AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error
 	ForgetTarget(ctx context.Context, courier, projectID, target string) error
@@ -56,7 +56,11 @@ type Options struct {
 	// PublicURL is this relay's public base (no trailing slash): callbacks
 	// are {PublicURL}/v1/federation/callback/{peer_id}.
 	PublicURL string
-	// Holder names this process in leases (unique per process).
+	// Identity is this process's lease holder identity
+	// (lease.OpenIdentity); when nil, Holder names a fresh one.
+	Identity *lease.Identity
+	// Holder names this process in leases when Identity is nil (unique
+	// per process).
 	Holder string
 	// LeaseTTL is the federation lease per project; renewed every third.
 	LeaseTTL time.Duration
@@ -86,8 +90,21 @@ type Manager struct {
 	log  *slog.Logger
 	wake chan struct{}
 
-	mu    sync.Mutex
-	links map[string]*link // by peer id
+	// keeper holds the federation leases (package lease): a link runs
+	// only while its project's lease is held and safe.
+	keeper *lease.Keeper
+
+	mu      sync.Mutex
+	links   map[string]*link         // by peer id
+	watches map[string]linkLeaseCtx // by peer id: the lease context each link runs under
+}
+
+// linkLeaseCtx is the lease context of a running link (lease.Keeper
+// Context): the link is stopped when it ends.
+type linkLeaseCtx struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool // the AfterFunc that stops the link
 }
 
 // New returns a Manager. It starts no goroutines.
@@ -114,44 +131,23 @@ func New(st Store, in Appender, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{st: st, in: in, opt: opt, log: opt.Logger.With("courier", Courier),
-		wake: make(chan struct{}, 1), links: map[string]*link{}}
-}
-
-// Refresh makes Run look at the peer links again now (a link was made or
-// removed).
-func (m *Manager) Refresh(string) {
-	select {
-	case m.wake <- struct{}{}:
-	default:
+	m := &Manager{st: st, in: in, opt: opt, log: opt.Logger.With("courier", Courier),
+		wake: make(chan struct{}, 1), links: map[string]*link{}, watches: map[string]linkLeaseCtx{}}
+	id := opt.Identity
+	if id == nil {
+		id = &lease.Identity{ID: opt.Holder}
 	}
+	m.keeper = lease.New(st, lease.Options{Name: Courier, Holder: id, TTL: opt.LeaseTTL,
+		Wanted: m.peerProjects, ListEvery: opt.LeaseTTL / 3, Logger: m.log})
+	return m
 }
 
-// Run takes and renews the leases of the projects that have peer links and
-// runs their links until ctx ends; then it stops them and releases its
-// leases. It returns ctx's cause.
-func (m *Manager) Run(ctx context.Context) error {
-	t := time.NewTicker(m.opt.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		m.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			m.stopAll()
-			return context.Cause(ctx)
-		case <-m.wake:
-		case <-t.C:
-		}
-	}
-}
-
-func (m *Manager) reconcile(ctx context.Context) {
+// peerProjects lists the projects that have peer links: the leases the
+// keeper wants.
+func (m *Manager) peerProjects(ctx context.Context) ([]string, error) {
 	peers, err := m.st.Peers(ctx, "")
 	if err != nil {
-		if ctx.Err() == nil {
-			m.log.Warn("federation: list peers", "err", err)
-		}
-		return
+		return nil, err
 	}
 	var projects []string
 	seen := map[string]bool{}
@@ -161,18 +157,61 @@ func (m *Manager) reconcile(ctx context.Context) {
 			projects = append(projects, p.ProjectID)
 		}
 	}
-	leases := map[string]store.Lease{}
-	if len(projects) > 0 {
-		got, err := m.st.AcquireLeases(ctx, Courier, m.opt.Holder, projects, m.opt.LeaseTTL)
-		if err != nil {
-			if ctx.Err() == nil {
-				m.log.Warn("federation: leases", "err", err)
-			}
-			return
+	return projects, nil
+}
+
+// Refresh makes Run look at the peer links again now (a link was made or
+// removed), and asks for projectID's lease ("" for none in particular).
+func (m *Manager) Refresh(projectID string) {
+	if projectID != "" {
+		m.keeper.Want(projectID, true)
+	}
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run takes and renews the leases of the projects that have peer links
+// (lease.Keeper) and runs their links until ctx ends; then it stops them
+// and releases its leases. A link runs under its lease's context: it is
+// stopped when the lease is lost or not renewed by its safe time. It
+// returns ctx's cause.
+func (m *Manager) Run(ctx context.Context) error {
+	// The keeper outlives ctx: it releases the leases once the links
+	// (whose cursor writes are fenced) have stopped.
+	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	var keeper sync.WaitGroup
+	keeper.Go(func() { _ = m.keeper.Run(kctx) })
+	t := time.NewTicker(m.opt.LeaseTTL / 3)
+	defer t.Stop()
+	var held lease.Set
+	for {
+		select {
+		case <-ctx.Done():
+			m.stopAll()
+			stopKeeper()
+			keeper.Wait()
+			return context.Cause(ctx)
+		case held = <-m.keeper.Updates():
+		case <-m.wake:
+		case <-t.C:
 		}
-		for _, l := range got {
-			leases[l.ProjectID] = l
+		m.reconcile(ctx, held)
+	}
+}
+
+func (m *Manager) reconcile(ctx context.Context, held lease.Set) {
+	peers, err := m.st.Peers(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("federation: list peers", "err", err)
 		}
+		return
+	}
+	leases := make(map[string]store.Lease, len(held))
+	for _, h := range held {
+		leases[h.ProjectID] = h.Lease
 	}
 	want := map[string]store.Peer{}
 	for _, p := range peers {
@@ -185,8 +224,10 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for id, l := range m.links {
 		p, ok := want[id]
 		lease := leases[l.peer.ProjectID]
-		if !ok || lease.Fence != l.fence() || p.Token != l.peer.Token {
+		w := m.watches[id]
+		if !ok || lease.Fence != l.fence() || p.Token != l.peer.Token || w.ctx.Err() != nil {
 			l.stop()
+			m.unwatch(id)
 			delete(m.links, id)
 			if _, stillPeer := findPeer(peers, id); !stillPeer {
 				go m.forget(l) // the link was removed: its cursor goes too
@@ -199,10 +240,25 @@ func (m *Manager) reconcile(ctx context.Context) {
 		if _, ok := m.links[id]; ok {
 			continue
 		}
+		lctx, cancel := m.keeper.Context(ctx, leases[p.ProjectID])
+		if lctx.Err() != nil {
+			cancel() // not safe now: the next report starts it
+			continue
+		}
 		l := newLink(m, p, leases[p.ProjectID])
 		m.links[id] = l
+		m.watches[id] = linkLeaseCtx{ctx: lctx, cancel: cancel, stop: context.AfterFunc(lctx, l.stop)}
 		l.start(ctx)
 		m.log.Info("federation: link started", "project_id", p.ProjectID, "peer_id", p.ID, "remote_url", p.RemoteURL)
+	}
+}
+
+// unwatch ends the lease context of link id. Called with m.mu held.
+func (m *Manager) unwatch(id string) {
+	if w, ok := m.watches[id]; ok {
+		w.stop()
+		w.cancel()
+		delete(m.watches, id)
 	}
 }
 
@@ -225,20 +281,16 @@ func (m *Manager) forget(l *link) {
 	}
 }
 
+// stopAll stops every link and waits for it; the keeper releases the
+// leases after.
 func (m *Manager) stopAll() {
 	m.mu.Lock()
-	var projects []string
+	defer m.mu.Unlock()
 	for id, l := range m.links {
 		l.stop()
-		projects = append(projects, l.peer.ProjectID)
+		m.unwatch(id)
 		delete(m.links, id)
 		l.wait()
-	}
-	m.mu.Unlock()
-	if len(projects) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = m.st.ReleaseLeases(ctx, Courier, m.opt.Holder, projects)
 	}
 }
 

@@ -126,6 +126,10 @@ type Options struct {
 	// was revoked elsewhere (another process, the local CLI) and denies
 	// them; default 1m, negative never.
 	RevokedCheck time.Duration
+	// RevokedCheckHeld, when set, says whether this process holds the
+	// relay-wide lease of that scan (lease.Single Held): with several
+	// processes on one database only the holder scans. nil scans here.
+	RevokedCheckHeld func() bool
 }
 
 // Hub is the embedded W3C WebSub hub of this relay's topics. It is an

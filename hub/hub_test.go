@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -768,4 +769,26 @@ func TestRevokedBeforeVerification(t *testing.T) {
 	if n := len(cb.requests()); n != 0 || len(e.subscriptions(e.pid)) != 0 {
 		t.Fatalf("%d callback requests, subscriptions %v; want none", n, e.subscriptions(e.pid))
 	}
+}
+
+// TestRevokedCheckOnlyOnTheLeaseHolder: with several processes, only the
+// holder of the scan's relay-wide lease runs the periodic revoked-token
+// check; the others leave the subscription alone.
+func TestRevokedCheckOnlyOnTheLeaseHolder(t *testing.T) {
+	var held atomic.Bool
+	e := newEnv(t, hub.Options{RevokedCheck: 20 * time.Millisecond, RevokedCheckHeld: held.Load})
+	e.run(e.h)
+	cb := newCallback(t)
+	tok := e.token(e.pid, store.ScopeRead)
+	wantStatus(t, e.post(e.subscribeForm(e.pid, cb.url("/cb"), "k"), tok), http.StatusAccepted, "")
+	e.subscribed(e.pid, cb.url("/cb"))
+	if err := e.st.RevokeToken(bg, tok); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // ten checks' worth, none of them ours
+	if n := len(e.subscriptions(e.pid)); n != 1 {
+		t.Fatalf("a process without the scan's lease denied: %d subscriptions left", n)
+	}
+	held.Store(true)
+	eventually(t, "the holder's denial", func() bool { return len(e.subscriptions(e.pid)) == 0 && len(cb.requests()) == 2 })
 }

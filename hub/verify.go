@@ -61,6 +61,9 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-poll.C:
 		case <-retry.C:
 		case <-revoked:
+			if h.opt.RevokedCheckHeld != nil && !h.opt.RevokedCheckHeld() {
+				break // another process holds the scan's lease
+			}
 			if err := h.denyRevokedAll(ctx); err != nil && ctx.Err() == nil {
 				h.log.WarnContext(ctx, "revoked-token check failed", "err", err)
 			}

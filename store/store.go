@@ -379,6 +379,19 @@ type Lease struct {
 	Fence     int64
 }
 
+// LeaseState is one stored lease row as LeaseStates reads it, without
+// taking it: who holds (or last held) the lease of (courier, ProjectID),
+// under which fence, and how long it stays live.
+type LeaseState struct {
+	ProjectID string
+	Holder    string
+	Fence     int64
+	// ExpiresIn is how long the lease stays live after the read, by the
+	// database clock, millisecond precision; 0 when it has expired or was
+	// released (anyone may take it).
+	ExpiresIn time.Duration
+}
+
 // ErrLeaseLost: the lease a courier write names is no longer live with
 // that holder and fence (it expired by the database clock, was released,
 // or another process took it).
@@ -424,9 +437,30 @@ type Couriers interface {
 	// p of projectIDs that is free, expired by the database clock or
 	// already holder's, until ttl (≥ 1ms) after the database clock, in one
 	// write transaction, and returns every lease of projectIDs that holder
-	// now holds (in projectIDs order). Unknown projects are skipped.
+	// now holds (in projectIDs order). Unknown projects are skipped; the
+	// project id "" names a relay-wide lease (a job with one holder for
+	// the whole relay, such as the Matrix bot's /sync) and needs no
+	// project. A lease live with another holder is left alone without being locked
+	// or written (it is filtered out by a read first), so a keeper that
+	// asks for leases held elsewhere costs a read, not a write per row.
 	// Errors: ErrUnavailable.
 	AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]Lease, error)
+
+	// LeaseStates reads the lease rows of (courier, p) for each p of
+	// projectIDs that has one, sorted by project id, taking no lock and
+	// writing nothing: a keeper reads first and takes only the leases
+	// that are free or expired (lease package). A project without a row
+	// is absent (free). Errors: ErrUnavailable.
+	LeaseStates(ctx context.Context, courier string, projectIDs []string) ([]LeaseState, error)
+
+	// ReclaimLeases takes every live lease of courier that holder holds
+	// under a new fence (fence + 1) until ttl (≥ 1ms) after the database
+	// clock, in one write transaction, and returns them sorted by project
+	// id. A process restarted with its predecessor's holder identity calls
+	// it first: it resumes at once instead of waiting out its own dead
+	// leases, and the new fence refuses any write the dead process still
+	// had in flight (ErrLeaseLost). Errors: ErrUnavailable.
+	ReclaimLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]Lease, error)
 
 	// RenewLeases extends every live lease of courier that holder holds to
 	// ttl after the database clock, in one write transaction, and returns

@@ -22,6 +22,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
 )
@@ -99,6 +100,9 @@ type matrixServices struct {
 	reg    *appservice.Registration
 	addr   string
 	log    *slog.Logger
+	// inboxJob and syncJob run the inbox and the bot's /sync on one
+	// process of the relay at a time (relay-wide leases).
+	inboxJob, syncJob *lease.Single
 }
 
 // openMatrix builds the Matrix courier, inbox and binder; nil when the
@@ -121,6 +125,12 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	m := &matrixServices{runner: runner, reg: reg, log: log,
 		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
+	id := base.Identity
+	if id == nil {
+		id = &lease.Identity{ID: base.Holder}
+	}
+	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	if reg != nil {
 		m.addr = c.AppserviceAddr
 		if m.addr == "" {
@@ -154,12 +164,17 @@ func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 }
 
 // run serves the inbound side until ctx ends: the application-service
-// listener, or the bot's /sync long-poll, and the inbox.
+// listener (on every process: any may take a push), or the bot's /sync
+// long-poll, and the inbox (each on the one process holding its
+// relay-wide lease).
 func (m *matrixServices) run(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { defer close(done); _ = m.inbox.Run(ctx) }()
+	go func() {
+		defer close(done)
+		m.inboxJob.RunDo(ctx, func(ctx context.Context) error { return m.inbox.Run(ctx) })
+	}()
 	if m.reg == nil {
-		_ = m.inbox.Sync(ctx)
+		m.syncJob.RunDo(ctx, m.inbox.Sync)
 		<-done
 		return
 	}

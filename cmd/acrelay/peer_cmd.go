@@ -15,6 +15,7 @@ import (
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/federation"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
 )
@@ -49,9 +50,9 @@ func addFederationFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *federationConf
 // client every request to a remote relay goes through (the hub's guard:
 // a remote on a loopback, private or metadata address is refused unless
 // --websub-allow-hosts names it).
-func newFederation(st store.Store, c federationConfig, public, holder string, lease time.Duration, logger *slog.Logger, hc *http.Client) *federation.Manager {
+func newFederation(st store.Store, c federationConfig, public string, id *lease.Identity, ttl time.Duration, logger *slog.Logger, hc *http.Client) *federation.Manager {
 	return federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{
-		PublicURL: public, Holder: holder, LeaseTTL: lease, PollInterval: c.Poll, IdlePollInterval: c.IdlePoll,
+		PublicURL: public, Identity: id, LeaseTTL: ttl, PollInterval: c.Poll, IdlePollInterval: c.IdlePoll,
 		KeysInterval: c.Keys, SubscriptionLease: c.SubLease, Logger: logger, HTTP: hc,
 	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	websubcourier "github.com/acrelay/acrelay/couriers/websub"
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
 )
@@ -226,16 +226,21 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	// Couriers tail the log by durable cursors; the store's advances only
 	// wake them (and the wake streams).
 	var runners []*couriers.Runner
-	holder := courierHolder()
+	id, err := holderIdentity(cfg.storeConfig)
+	if err != nil {
+		return err
+	}
+	defer id.Close()
+	logger.Info("lease holder", "holder", id.ID, "reclaim", id.Reclaim)
 	if cfg.ExportDir != "" {
 		if err := os.MkdirAll(cfg.ExportDir, 0o700); err != nil {
 			return fmt.Errorf("export dir: %w", err)
 		}
 		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
-			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}))
+			couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}))
 	}
 	mx, err := openMatrix(ctx, cfg.Matrix, st, public,
-		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult})
+		couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult})
 	if err != nil {
 		return err
 	}
@@ -252,9 +257,12 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	var srv *relay.Server
 	var websubRunner *couriers.Runner
+	// One process scans for subscriptions of revoked tokens (a relay-wide
+	// lease); every process verifies intent and sends the denials it queued.
+	revokedScan := lease.NewSingle(st, lease.Options{Name: "websub-revoked-scan", Holder: id, TTL: cfg.CourierLease, Logger: logger})
 	websub := hub.New(st, hub.Options{
 		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
-		Guard: guard, Logger: logger,
+		Guard: guard, Logger: logger, RevokedCheckHeld: revokedScan.Held,
 		// spec/websub.md: in production callbacks must be https; a relay
 		// published over https is taken to be one, unless the operator
 		// allows http callbacks.
@@ -264,19 +272,19 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
 	})
 	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
-		couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
+		couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
 	runners = append(runners, websubRunner)
 	if len(cfg.WebSubPublishHubs) > 0 {
 		// A batch whose pings keep failing is dropped after --websub-give-up,
 		// so a hub that never recovers holds back nothing for longer.
 		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger},
-			couriers.Options{Holder: holder, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
+			couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}}))
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
-	fed := newFederation(st, cfg.Federation, public, holder, cfg.CourierLease, logger, guard.HTTPClient())
+	fed := newFederation(st, cfg.Federation, public, id, cfg.CourierLease, logger, guard.HTTPClient())
 	reg.MustRegister(fed) // refused foreign records by reason
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
@@ -291,6 +299,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
+	wg.Go(func() { _ = revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
@@ -384,13 +393,23 @@ func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
 	fmt.Fprintf(out, "  try: ACRELAY_URL=%s ACRELAY_TOKEN=<project token> acrelay demo\n", public)
 }
 
-// courierHolder names this process in lease rows: host, pid and a random
-// suffix, so a restarted process never mistakes an old lease for its own.
-func courierHolder() string {
-	host, _ := os.Hostname()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+// holderIdentity is this process's lease holder identity, kept in the
+// data directory so that a restart reclaims its predecessor's leases at
+// once (package lease). On PostgreSQL the data directory is used only
+// when it exists (a volume kept across restarts); otherwise, and when
+// another live process uses the same directory, the identity is fresh.
+func holderIdentity(c storeConfig) (*lease.Identity, error) {
+	dir := c.DataDir
+	if c.DatabaseURL != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			dir = ""
+		}
+	}
+	id, err := lease.OpenIdentity(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir (ACRELAY_DATA_DIR): %w", err)
+	}
+	return id, nil
 }
 
 // splitList splits a comma-separated environment value, dropping empty

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,11 +22,18 @@ import (
 // winner's row. A fenced write locks the lease row FOR SHARE, so it is
 // ordered with a takeover of that lease.
 const (
-	// acquireLeases: $4 is the ttl in milliseconds, $3 the project ids.
+	// acquireLeases: $4 is the ttl in milliseconds, $3 the project ids
+	// ("" is a relay-wide lease and needs no project).
+	// The NOT EXISTS reads the statement's snapshot first: a lease live
+	// with another holder never reaches ON CONFLICT, which would lock its
+	// row even when the update's WHERE is false.
 	acquireLeases = `WITH ins AS (
 		INSERT INTO courier_leases AS l (courier, project_id, holder, expires_at, fence)
 		SELECT $1, p.id, $2, ` + nowMS + ` + $4::bigint * interval '1 millisecond', 1
-		FROM projects p WHERE p.id = ANY($3::text[])
+		FROM (SELECT id FROM projects WHERE id = ANY($3::text[])
+		      UNION ALL SELECT '' WHERE '' = ANY($3::text[])) AS p
+		WHERE NOT EXISTS (SELECT 1 FROM courier_leases o WHERE o.courier = $1 AND o.project_id = p.id
+		                  AND o.holder <> $2 AND o.expires_at > ` + nowMS + `)
 		ON CONFLICT (courier, project_id) DO UPDATE
 		SET holder = excluded.holder, expires_at = excluded.expires_at,
 		    fence = CASE WHEN l.holder = excluded.holder AND l.expires_at > ` + nowMS + `
@@ -33,6 +41,22 @@ const (
 		WHERE l.holder = excluded.holder OR l.expires_at <= ` + nowMS + `
 		RETURNING project_id, fence)
 		SELECT project_id, fence FROM ins`
+
+	// reclaimLeases takes holder's live leases under a new fence.
+	reclaimLeases = `UPDATE courier_leases SET expires_at = ` + nowMS + ` + $3::bigint * interval '1 millisecond',
+		    fence = fence + 1
+		WHERE courier = $1 AND holder = $2 AND expires_at > ` + nowMS + `
+		RETURNING project_id, fence`
+
+	selectLeaseStates = `SELECT project_id, holder, fence,
+		    GREATEST(0, (extract(epoch FROM expires_at - ` + nowMS + `) * 1000)::bigint)
+		FROM courier_leases WHERE courier = $1 AND project_id = ANY($2::text[]) ORDER BY project_id`
+
+	// setKeeperTimeouts bounds every statement of a keeper's transaction
+	// by what is left of its context ($1 in milliseconds): a lease call
+	// stuck behind a lock or a slow server ends on the server too, not
+	// only in the client.
+	setKeeperTimeouts = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`
 
 	renewLeases = `UPDATE courier_leases SET expires_at = ` + nowMS + ` + $3::bigint * interval '1 millisecond'
 		WHERE courier = $1 AND holder = $2 AND expires_at > ` + nowMS + `
@@ -89,6 +113,29 @@ const (
 // maxLastError bounds the stored failure description (store.Couriers).
 const maxLastError = 200
 
+// keeperTx runs fn in one transaction whose statements time out with
+// ctx's deadline on the server as well (statement_timeout and
+// lock_timeout, set locally); without a deadline it is inTx.
+func (db *DB) keeperTx(ctx context.Context, op string, mode pgx.TxAccessMode, fn func(tx pgx.Tx) error) error {
+	return db.inTx(ctx, op, pgx.TxOptions{AccessMode: mode}, func(tx pgx.Tx) error {
+		if dl, ok := ctx.Deadline(); ok {
+			ms := max(time.Until(dl).Milliseconds(), 1)
+			if _, err := tx.Exec(ctx, setKeeperTimeouts, strconv.FormatInt(ms, 10)); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+}
+
+// leaseRows collects (project_id, fence) rows as holder's leases.
+func leaseRows(rows pgx.Rows, courier, holder string) ([]store.Lease, error) {
+	var out []store.Lease
+	l := store.Lease{Courier: courier, Holder: holder}
+	_, err := pgx.ForEachRow(rows, []any{&l.ProjectID, &l.Fence}, func() error { out = append(out, l); return nil })
+	return out, err
+}
+
 // AcquireLeases takes the free, expired or own leases of projectIDs in one
 // statement. See store.Couriers. Errors: store.ErrUnavailable.
 func (db *DB) AcquireLeases(ctx context.Context, courier, holder string, projectIDs []string, ttl time.Duration) ([]store.Lease, error) {
@@ -101,15 +148,21 @@ func (db *DB) AcquireLeases(ctx context.Context, courier, holder string, project
 	}
 	// The statement returns the rows it wrote; a live lease of holder's
 	// own is renewed by it too, so every lease holder holds is returned.
-	rows, err := db.pool.Query(ctx, acquireLeases, courier, holder, projectIDs, ms)
+	var got []store.Lease
+	err := db.keeperTx(ctx, "acquire leases", pgx.ReadWrite, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, acquireLeases, courier, holder, projectIDs, ms)
+		if err != nil {
+			return err
+		}
+		got, err = leaseRows(rows, courier, holder)
+		return err
+	})
 	if err != nil {
-		return nil, mapErr("acquire leases", err)
+		return nil, err
 	}
-	held := map[string]int64{}
-	var p string
-	var f int64
-	if _, err := pgx.ForEachRow(rows, []any{&p, &f}, func() error { held[p] = f; return nil }); err != nil {
-		return nil, mapErr("acquire leases", err)
+	held := make(map[string]int64, len(got))
+	for _, l := range got {
+		held[l.ProjectID] = l.Fence
 	}
 	var out []store.Lease
 	for _, id := range projectIDs {
@@ -121,21 +174,59 @@ func (db *DB) AcquireLeases(ctx context.Context, courier, holder string, project
 	return out, nil
 }
 
+// LeaseStates reads the lease rows of projectIDs without locking them.
+// See store.Couriers. Errors: store.ErrUnavailable.
+func (db *DB) LeaseStates(ctx context.Context, courier string, projectIDs []string) ([]store.LeaseState, error) {
+	if len(projectIDs) == 0 {
+		return nil, nil
+	}
+	var out []store.LeaseState
+	err := db.keeperTx(ctx, "lease states", pgx.ReadOnly, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, selectLeaseStates, courier, projectIDs)
+		if err != nil {
+			return err
+		}
+		var ls store.LeaseState
+		var ms int64
+		_, err = pgx.ForEachRow(rows, []any{&ls.ProjectID, &ls.Holder, &ls.Fence, &ms}, func() error {
+			ls.ExpiresIn = time.Duration(ms) * time.Millisecond
+			out = append(out, ls)
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
+// ReclaimLeases takes holder's live leases of courier under new fences.
+// See store.Couriers. Errors: store.ErrUnavailable.
+func (db *DB) ReclaimLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	return db.renewOrReclaim(ctx, "reclaim leases", reclaimLeases, courier, holder, ttl)
+}
+
 // RenewLeases extends every live lease holder has of courier in one
 // statement. Errors: store.ErrUnavailable.
 func (db *DB) RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	return db.renewOrReclaim(ctx, "renew leases", renewLeases, courier, holder, ttl)
+}
+
+func (db *DB) renewOrReclaim(ctx context.Context, op, query, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return nil, fmt.Errorf("renew leases: ttl %v is under 1ms", ttl)
-	}
-	rows, err := db.pool.Query(ctx, renewLeases, courier, holder, ms)
-	if err != nil {
-		return nil, mapErr("renew leases", err)
+		return nil, fmt.Errorf("%s: ttl %v is under 1ms", op, ttl)
 	}
 	var out []store.Lease
-	l := store.Lease{Courier: courier, Holder: holder}
-	if _, err := pgx.ForEachRow(rows, []any{&l.ProjectID, &l.Fence}, func() error { out = append(out, l); return nil }); err != nil {
-		return nil, mapErr("renew leases", err)
+	err := db.keeperTx(ctx, op, pgx.ReadWrite, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, query, courier, holder, ms)
+		if err != nil {
+			return err
+		}
+		out, err = leaseRows(rows, courier, holder)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	sortLeases(out)
 	return out, nil
@@ -151,8 +242,10 @@ func (db *DB) ReleaseLeases(ctx context.Context, courier, holder string, project
 	if len(projectIDs) == 0 {
 		return nil
 	}
-	_, err := db.pool.Exec(ctx, releaseLeases, courier, holder, projectIDs)
-	return mapErr("release leases", err)
+	return db.keeperTx(ctx, "release leases", pgx.ReadWrite, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, releaseLeases, courier, holder, projectIDs)
+		return err
+	})
 }
 
 func scanTargetState(row pgx.Row) (store.TargetState, error) {

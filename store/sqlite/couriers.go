@@ -22,7 +22,9 @@ const (
 	// SQLite time modifier such as '+30.000 seconds'.
 	acquireLeases = `INSERT INTO courier_leases (courier, project_id, holder, expires_at, fence)
 		SELECT ?1, j.value, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3), 1
-		FROM json_each(?4) AS j WHERE EXISTS (SELECT 1 FROM projects WHERE id = j.value)
+		FROM json_each(?4) AS j WHERE (j.value = '' OR EXISTS (SELECT 1 FROM projects WHERE id = j.value))
+		  AND NOT EXISTS (SELECT 1 FROM courier_leases o WHERE o.courier = ?1 AND o.project_id = j.value
+		                  AND o.holder <> ?2 AND o.expires_at > ` + nowMS + `)
 		ON CONFLICT (courier, project_id) DO UPDATE
 		SET holder = excluded.holder, expires_at = excluded.expires_at,
 		    fence = CASE WHEN courier_leases.holder = excluded.holder AND courier_leases.expires_at > ` + nowMS + `
@@ -31,6 +33,15 @@ const (
 
 	selectHeldLeases = `SELECT project_id, fence FROM courier_leases
 		WHERE courier = ?1 AND holder = ?2 AND expires_at > ` + nowMS + ` ORDER BY project_id`
+
+	// reclaimLeases takes holder's live leases under a new fence.
+	reclaimLeases = `UPDATE courier_leases SET expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3), fence = fence + 1
+		WHERE courier = ?1 AND holder = ?2 AND expires_at > ` + nowMS
+
+	selectLeaseStates = `SELECT project_id, holder, fence,
+		    CASE WHEN expires_at > ` + nowMS + `
+		         THEN CAST(round((julianday(expires_at) - julianday(` + nowMS + `)) * 86400000) AS INTEGER) ELSE 0 END
+		FROM courier_leases WHERE courier = ?1 AND project_id IN (SELECT value FROM json_each(?2)) ORDER BY project_id`
 
 	renewLeases = `UPDATE courier_leases SET expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?3)
 		WHERE courier = ?1 AND holder = ?2 AND expires_at > ` + nowMS
@@ -140,12 +151,22 @@ func heldLeases(ctx context.Context, tx *sql.Tx, courier, holder string) (map[st
 // RenewLeases extends every live lease holder has of courier in one write
 // transaction. See store.Couriers. Errors: store.ErrUnavailable.
 func (db *DB) RenewLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	return db.renewOrReclaim(ctx, "renew leases", renewLeases, courier, holder, ttl)
+}
+
+// ReclaimLeases takes holder's live leases of courier under new fences.
+// See store.Couriers. Errors: store.ErrUnavailable.
+func (db *DB) ReclaimLeases(ctx context.Context, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
+	return db.renewOrReclaim(ctx, "reclaim leases", reclaimLeases, courier, holder, ttl)
+}
+
+func (db *DB) renewOrReclaim(ctx context.Context, op, query, courier, holder string, ttl time.Duration) ([]store.Lease, error) {
 	if ttl.Milliseconds() < 1 {
-		return nil, fmt.Errorf("renew leases: ttl %v is under 1ms", ttl)
+		return nil, fmt.Errorf("%s: ttl %v is under 1ms", op, ttl)
 	}
 	var out []store.Lease
-	err := db.writeTx(ctx, "renew leases", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, renewLeases, courier, holder, timeModifier(ttl)); err != nil {
+	err := db.writeTx(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, query, courier, holder, timeModifier(ttl)); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, selectHeldLeases, courier, holder)
@@ -163,6 +184,30 @@ func (db *DB) RenewLeases(ctx context.Context, courier, holder string, ttl time.
 		return rows.Err()
 	})
 	return out, err
+}
+
+// LeaseStates reads the lease rows of projectIDs on a reader connection,
+// taking no write lock. See store.Couriers. Errors: store.ErrUnavailable.
+func (db *DB) LeaseStates(ctx context.Context, courier string, projectIDs []string) ([]store.LeaseState, error) {
+	if len(projectIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.rd.QueryContext(ctx, selectLeaseStates, courier, jsonIDs(projectIDs))
+	if err != nil {
+		return nil, mapErr("lease states", err)
+	}
+	defer rows.Close()
+	var out []store.LeaseState
+	for rows.Next() {
+		var ls store.LeaseState
+		var ms int64
+		if err := rows.Scan(&ls.ProjectID, &ls.Holder, &ls.Fence, &ms); err != nil {
+			return nil, mapErr("lease states", err)
+		}
+		ls.ExpiresIn = time.Duration(ms) * time.Millisecond
+		out = append(out, ls)
+	}
+	return out, mapErr("lease states", rows.Err())
 }
 
 // ReleaseLeases drops holder's leases of projectIDs. Errors:

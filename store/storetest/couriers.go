@@ -393,3 +393,123 @@ func testAdvances(t *testing.T, s store.Store) {
 		t.Fatalf("a closed subscription heard %v", adv)
 	}
 }
+
+// testCourierLeaseRead: LeaseStates reads who holds each lease and for
+// how long, writing nothing; AcquireLeases takes only what the read shows
+// free or expired, and a lease live elsewhere is neither taken nor
+// touched (its expiry and fence stay as they were).
+func testCourierLeaseRead(t *testing.T, s store.Store) {
+	pa := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	pb := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	pc := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	ids := []string{pa, pb, pc}
+	if got := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "read", ids)); len(got) != 0 {
+		t.Fatalf("lease states before any lease: %+v", got)
+	}
+	a := leaseOf(t, s, "read", "relay-a", pa, time.Minute)
+	leaseOf(t, s, "read", "relay-a", pb, 100*time.Millisecond)
+	time.Sleep(250 * time.Millisecond) // pb's lease lapses by the database clock
+	states := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "read", ids))
+	byID := map[string]store.LeaseState{}
+	for _, ls := range states {
+		byID[ls.ProjectID] = ls
+	}
+	if len(states) != 2 || states[0].ProjectID > states[1].ProjectID {
+		t.Fatalf("lease states %+v: want pa's and pb's, sorted", states)
+	}
+	if got := byID[pa]; got.Holder != "relay-a" || got.Fence != a.Fence || got.ExpiresIn <= 50*time.Second || got.ExpiresIn > time.Minute {
+		t.Fatalf("live lease read as %+v, want relay-a, fence %d, expiring in (50s, 60s]", got, a.Fence)
+	}
+	if got := byID[pb]; got.Holder != "relay-a" || got.ExpiresIn != 0 {
+		t.Fatalf("lapsed lease read as %+v, want relay-a expiring in 0", got)
+	}
+	if _, ok := byID[pc]; ok {
+		t.Fatal("a project without a lease row has a state")
+	}
+	// Another holder asks for all three: it takes the lapsed and the free
+	// one, and leaves the live one exactly as it was.
+	got := must[[]store.Lease](t, "acquire")(s.AcquireLeases(ctx, "read", "relay-b", ids, time.Minute))
+	if len(got) != 2 || got[0].ProjectID != pb || got[1].ProjectID != pc {
+		t.Fatalf("relay-b took %+v, want pb and pc", got)
+	}
+	after := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "read", []string{pa}))
+	if len(after) != 1 || after[0].Holder != "relay-a" || after[0].Fence != a.Fence || after[0].ExpiresIn > byID[pa].ExpiresIn {
+		t.Fatalf("the live lease after another holder's acquire: %+v (was %+v)", after, byID[pa])
+	}
+	// The reading holder's own live lease is still renewed by acquire.
+	if own := must[[]store.Lease](t, "acquire")(s.AcquireLeases(ctx, "read", "relay-a", []string{pa}, time.Minute)); len(own) != 1 || own[0].Fence != a.Fence {
+		t.Fatalf("own lease re-acquired as %+v, want fence %d", own, a.Fence)
+	}
+	if got := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "read", nil)); len(got) != 0 {
+		t.Fatalf("lease states of no projects: %+v", got)
+	}
+}
+
+// testCourierLeaseReclaim: a restarted process with its predecessor's
+// holder identity takes that holder's live leases at once, under a new
+// fence, so the predecessor's writes still in flight are refused; a
+// lapsed lease, another holder's or another courier's is not reclaimed.
+func testCourierLeaseReclaim(t *testing.T, s store.Store) {
+	pa := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	pb := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	pc := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID())).ID
+	old := leaseOf(t, s, "reclaim", "relay-a", pa, time.Minute)
+	oldB := leaseOf(t, s, "reclaim", "relay-a", pb, 100*time.Millisecond)
+	leaseOf(t, s, "reclaim", "relay-b", pc, time.Minute)
+	leaseOf(t, s, "other", "relay-a", pc, time.Minute)
+	time.Sleep(250 * time.Millisecond) // pb's lease lapses
+	if err := s.AdvanceCursor(ctx, old, "t", 1); err != nil {
+		t.Fatalf("the predecessor's write before the restart: %v", err)
+	}
+	got := must[[]store.Lease](t, "reclaim")(s.ReclaimLeases(ctx, "reclaim", "relay-a", time.Minute))
+	if len(got) != 1 || got[0].ProjectID != pa || got[0].Holder != "relay-a" || got[0].Courier != "reclaim" || got[0].Fence != old.Fence+1 {
+		t.Fatalf("reclaimed %+v, want pa under fence %d", got, old.Fence+1)
+	}
+	wantErr(t, "the predecessor's write after the reclaim", s.AdvanceCursor(ctx, old, "t", 5), store.ErrLeaseLost)
+	if err := s.AdvanceCursor(ctx, got[0], "t", 3); err != nil {
+		t.Fatalf("the reclaimed lease's write: %v", err)
+	}
+	if c := stateOf(t, s, "reclaim", pa, "t").ReceivedSeq; c != 3 {
+		t.Fatalf("cursor %d, want 3", c)
+	}
+	// The lapsed lease is taken as any free one, under a new fence too.
+	if b := leaseOf(t, s, "reclaim", "relay-a", pb, time.Minute); b.Fence <= oldB.Fence {
+		t.Fatalf("lapsed lease retaken under fence %d, was %d", b.Fence, oldB.Fence)
+	}
+	if got := must[[]store.Lease](t, "reclaim")(s.ReclaimLeases(ctx, "reclaim", "relay-c", time.Minute)); len(got) != 0 {
+		t.Fatalf("a holder without leases reclaimed %+v", got)
+	}
+	if _, err := s.ReclaimLeases(ctx, "reclaim", "relay-a", 0); err == nil {
+		t.Fatal("zero ttl reclaim accepted")
+	}
+	states := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "other", []string{pc}))
+	if len(states) != 1 || states[0].Holder != "relay-a" || states[0].Fence != 1 {
+		t.Fatalf("another courier's lease after a reclaim: %+v, want untouched at fence 1", states)
+	}
+}
+
+// testRelayLease: the project id "" names a relay-wide lease (one holder
+// for the whole relay): it is read, taken, renewed, reclaimed and
+// released as a project's, with no project behind it.
+func testRelayLease(t *testing.T, s store.Store) {
+	a := leaseOf(t, s, "matrix-sync", "relay-a", "", time.Minute)
+	if a.ProjectID != "" || a.Fence < 1 {
+		t.Fatalf("relay-wide lease %+v", a)
+	}
+	if got := must[[]store.Lease](t, "acquire")(s.AcquireLeases(ctx, "matrix-sync", "relay-b", []string{""}, time.Minute)); len(got) != 0 {
+		t.Fatalf("relay-b took a live relay-wide lease: %+v", got)
+	}
+	states := must[[]store.LeaseState](t, "lease states")(s.LeaseStates(ctx, "matrix-sync", []string{""}))
+	if len(states) != 1 || states[0].Holder != "relay-a" || states[0].ExpiresIn <= 0 {
+		t.Fatalf("relay-wide lease state %+v", states)
+	}
+	if got := must[[]store.Lease](t, "reclaim")(s.ReclaimLeases(ctx, "matrix-sync", "relay-a", time.Minute)); len(got) != 1 || got[0].Fence != a.Fence+1 {
+		t.Fatalf("reclaimed %+v, want fence %d", got, a.Fence+1)
+	}
+	if err := s.ReleaseLeases(ctx, "matrix-sync", "relay-a", []string{""}); err != nil {
+		t.Fatal(err)
+	}
+	if b := leaseOf(t, s, "matrix-sync", "relay-b", "", time.Minute); b.Fence <= a.Fence+1 {
+		t.Fatalf("the next holder's fence %d is not above %d", b.Fence, a.Fence+1)
+	}
+}

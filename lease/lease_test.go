@@ -1,0 +1,194 @@
+package lease_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acrelay/acrelay/internal/teststore"
+	"github.com/acrelay/acrelay/lease"
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/storetest"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func run(t *testing.T, run func(ctx context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestIdentityKeptAndLocked: the identity is kept in the data directory
+// and reclaimed by the next process; while one process holds it, another
+// on the same directory gets a fresh one that reclaims nothing.
+func TestIdentityKeptAndLocked(t *testing.T) {
+	dir := t.TempDir()
+	first, err := lease.OpenIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Reclaim || first.ID == "" {
+		t.Fatalf("first identity %+v: want a fresh id that reclaims nothing", first)
+	}
+	second, err := lease.OpenIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ID == first.ID || second.Reclaim {
+		t.Fatalf("a second live process on one data dir got %+v (first %q)", second, first.ID)
+	}
+	second.Close()
+	first.Close()
+	again, err := lease.OpenIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if again.ID != first.ID || !again.Reclaim {
+		t.Fatalf("restarted identity %+v, want %q reclaiming", again, first.ID)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, lease.IdentityFile))
+	if err != nil || string(b) != first.ID+"\n" {
+		t.Fatalf("identity file %q %v", b, err)
+	}
+	if fresh, err := lease.OpenIdentity(""); err != nil || fresh.Reclaim || fresh.ID == first.ID {
+		t.Fatalf("no data dir: %+v %v", fresh, err)
+	}
+}
+
+// TestKeeperReadsBeforeTaking: a lease live with another holder is read,
+// never asked for; once released it is taken at the next interval; a
+// restarted holder reclaims its leases under new fences at once.
+func TestKeeperReadsBeforeTaking(t *testing.T) {
+	teststore.Engines(t, func(t *testing.T, open teststore.Open) {
+		st := &countingStore{Store: open(t)}
+		ctx := context.Background()
+		p1 := must(st.CreateProject(ctx, storetest.NewUUID())).ID
+		p2 := must(st.CreateProject(ctx, storetest.NewUUID())).ID
+		if _, err := st.AcquireLeases(ctx, "job", "other", []string{p2}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		st.acquires.Store(0)
+		const ttl = 900 * time.Millisecond
+		k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: ttl,
+			Wanted: func(context.Context) ([]string, error) { return []string{p1, p2}, nil }, ListEvery: time.Millisecond})
+		stop := run(t, k.Run)
+		waitFor(t, "p1's lease", func() bool { _, ok := k.Held().Find(p1); return ok })
+		time.Sleep(ttl) // three intervals
+		if _, ok := k.Held().Find(p2); ok {
+			t.Fatal("took a lease another holder keeps")
+		}
+		if n := st.acquires.Load(); n != 1 {
+			t.Fatalf("%d acquisitions, want 1 (p1 only; p2 is read, not asked for)", n)
+		}
+		h, _ := k.Held().Find(p1)
+		if d, ok := k.Deadline(h.Lease, time.Hour); !ok || !d.Equal(h.SafeUntil) || time.Until(d) > ttl {
+			t.Fatalf("deadline %v %v for a 1h timeout, want the safe time %v", d, ok, h.SafeUntil)
+		}
+		if _, ok := k.Deadline(store.Lease{Courier: "job", ProjectID: p1, Holder: "me", Fence: h.Fence - 1}, time.Hour); ok {
+			t.Fatal("a deadline under an old fence")
+		}
+		lctx, cancel := k.Context(ctx, h.Lease)
+		defer cancel()
+		if err := st.ReleaseLeases(ctx, "job", "other", []string{p2}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "p2's lease after its release", func() bool { _, ok := k.Held().Find(p2); return ok })
+		if lctx.Err() != nil {
+			t.Fatalf("the lease context ended while the lease is renewed: %v", context.Cause(lctx))
+		}
+		// A crash: the keeper stops without releasing (its context's
+		// store calls fail); the restarted holder reclaims.
+		st.noRelease.Store(true)
+		stop()
+		st.noRelease.Store(false)
+		waitFor(t, "the lease context to end with the keeper", func() bool { return lctx.Err() != nil })
+		k2 := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me", Reclaim: true}, TTL: time.Hour,
+			Wanted: func(context.Context) ([]string, error) { return []string{p1, p2}, nil }})
+		run(t, k2.Run)
+		waitFor(t, "both leases reclaimed", func() bool { return len(k2.Held()) == 2 })
+		if got, _ := k2.Held().Find(p1); got.Fence != h.Fence+1 {
+			t.Fatalf("reclaimed p1 under fence %d, want %d", got.Fence, h.Fence+1)
+		}
+		if err := st.AdvanceCursor(ctx, h.Lease, "t", 1); err == nil {
+			t.Fatal("the dead process's write was accepted after the reclaim")
+		}
+	})
+}
+
+// TestSingleRunsWorkOnOneHolder: of two processes, only the holder of a
+// relay-wide job runs it; when the holder stops, the other takes over.
+func TestSingleRunsWorkOnOneHolder(t *testing.T) {
+	st := teststore.SQLite(t)
+	var running atomic.Int32
+	var ran [2]atomic.Int32
+	work := func(i int) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			if n := running.Add(1); n != 1 {
+				t.Errorf("%d holders run the job at once", n)
+			}
+			ran[i].Add(1)
+			<-ctx.Done()
+			running.Add(-1)
+			return nil
+		}
+	}
+	var stops [2]func()
+	for i := range 2 {
+		s := lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: &lease.Identity{ID: string(rune('a' + i))}, TTL: 600 * time.Millisecond})
+		stops[i] = run(t, func(ctx context.Context) error { s.RunDo(ctx, work(i)); return nil })
+	}
+	waitFor(t, "one holder runs the job", func() bool { return ran[0].Load()+ran[1].Load() == 1 })
+	time.Sleep(time.Second)
+	first := 0
+	if ran[1].Load() == 1 {
+		first = 1
+	}
+	if ran[1-first].Load() != 0 {
+		t.Fatal("both processes ran the job")
+	}
+	stops[first]()
+	waitFor(t, "the other process takes the job over", func() bool { return ran[1-first].Load() == 1 })
+}
+
+type countingStore struct {
+	store.Store
+	acquires  atomic.Int64
+	noRelease atomic.Bool
+}
+
+func (c *countingStore) AcquireLeases(ctx context.Context, courier, holder string, ids []string, ttl time.Duration) ([]store.Lease, error) {
+	c.acquires.Add(1)
+	return c.Store.AcquireLeases(ctx, courier, holder, ids, ttl)
+}
+
+func (c *countingStore) ReleaseLeases(ctx context.Context, courier, holder string, ids []string) error {
+	if c.noRelease.Load() {
+		return nil // the process died before releasing
+	}
+	return c.Store.ReleaseLeases(ctx, courier, holder, ids)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
