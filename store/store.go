@@ -582,5 +582,6 @@ type Store interface {
 	Archives
 	Matrix
 	Federation
+	UISessions
 	Close() error
 }
