@@ -277,6 +277,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	wg.Go(func() { _ = websub.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
+	wg.Go(func() { housekeep(bg, st, logger) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}

@@ -29,7 +29,6 @@ type InboxStore interface {
 	ClaimMatrixSubmissions(ctx context.Context, limit int, hold time.Duration) ([]store.MatrixSubmission, error)
 	RetryMatrixSubmission(ctx context.Context, matrixEventID string, wait time.Duration, lastError string) error
 	GiveUpMatrixSubmission(ctx context.Context, matrixEventID, lastError string) error
-	DeleteFinishedMatrixSubmissions(ctx context.Context, before time.Time, limit int) (int, error)
 	SetMatrixSubmissionOutcome(ctx context.Context, matrixEventID string, outcome []byte) ([]byte, error)
 	CompleteMatrixSubmission(ctx context.Context, matrixEventID, replyEventID string) error
 }
@@ -72,10 +71,6 @@ type Inbox struct {
 	// about 40 min in all). An unavailable log never gives a submission
 	// up: it waits until the log takes it.
 	MaxAttempts int
-	// Retention is how long final submissions are kept (so a homeserver
-	// replaying one within it gets no second reply); default 7 days. Run
-	// deletes older ones in batches once an hour.
-	Retention time.Duration
 
 	once    sync.Once
 	wake    chan struct{}
@@ -89,9 +84,6 @@ const (
 	claimHold       = 2 * time.Minute
 	answerTimeout   = 90 * time.Second
 	retryMax        = 10 * time.Minute
-	housekeepEvery  = time.Hour
-	housekeepBatch  = 1000
-	defaultRetain   = 7 * 24 * time.Hour
 	defaultAttempts = 10
 )
 
@@ -314,18 +306,13 @@ func backoff(n int, initial, max time.Duration) time.Duration {
 // several at once. A submission that fails is retried with backoff (1 s
 // doubling to 10 min, jittered; at least the homeserver's Retry-After or
 // retry_after_ms after a 429), and given up after MaxAttempts when the
-// homeserver keeps refusing its reply. Once an hour it deletes final
-// submissions older than Retention, in batches.
+// homeserver keeps refusing its reply. (Final submissions are deleted
+// after a retention by the relay's housekeeping.)
 func (in *Inbox) Run(ctx context.Context) error {
 	in.init()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var nextHousekeeping time.Time
 	for {
-		if now := time.Now(); !now.Before(nextHousekeeping) {
-			in.housekeep(ctx)
-			nextHousekeeping = now.Add(housekeepEvery)
-		}
 		subs, err := in.Store.ClaimMatrixSubmissions(ctx, claimBatch, claimHold)
 		if err != nil && ctx.Err() == nil {
 			in.logger().Warn("claim matrix submissions", "err", err)
@@ -377,30 +364,6 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		log.Warn("store matrix submission retry", "err", rerr)
 	}
 	log.Warn("answer matrix submission", "retry_in", wait, "err", err)
-}
-
-// housekeep deletes final submissions past the retention, in batches.
-func (in *Inbox) housekeep(ctx context.Context) {
-	retain := in.Retention
-	if retain <= 0 {
-		retain = defaultRetain
-	}
-	before := time.Now().Add(-retain)
-	total := 0
-	for ctx.Err() == nil {
-		n, err := in.Store.DeleteFinishedMatrixSubmissions(ctx, before, housekeepBatch)
-		if err != nil {
-			in.logger().Warn("delete finished matrix submissions", "err", err)
-			return
-		}
-		total += n
-		if n < housekeepBatch {
-			break
-		}
-	}
-	if total > 0 {
-		in.logger().Info("deleted finished matrix submissions", "count", total, "before", before)
-	}
 }
 
 // homeserverFault reports an error of the homeserver's answer (an HTTP
