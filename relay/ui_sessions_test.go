@@ -45,11 +45,15 @@ func TestUISessionsAcrossRelays(t *testing.T) {
 	}{
 		{"sqlite", func(t *testing.T) (store.Store, store.Store) {
 			path := filepath.Join(t.TempDir(), "acrelay.db")
-			return openAt(t, func() (store.Store, error) { return sqlite.Open(context.Background(), path, slog.New(slog.DiscardHandler)) })
+			return openAt(t, func() (store.Store, error) {
+				return sqlite.Open(context.Background(), path, slog.New(slog.DiscardHandler))
+			})
 		}},
 		{"postgres", func(t *testing.T) (store.Store, store.Store) {
 			dsn := pgtest.FreshDatabase(t)
-			return openAt(t, func() (store.Store, error) { return postgres.Open(context.Background(), dsn, slog.New(slog.DiscardHandler)) })
+			return openAt(t, func() (store.Store, error) {
+				return postgres.Open(context.Background(), dsn, slog.New(slog.DiscardHandler))
+			})
 		}},
 	}
 	for _, eng := range engines {

@@ -54,7 +54,9 @@ func housekeepOnce(ctx context.Context, st housekeepStore, now time.Time, batch 
 		del func() (int, error)
 	}{
 		{&sessions, func() (int, error) { return st.DeleteExpiredUISessions(ctx, now, batch) }},
-		{&subs, func() (int, error) { return st.DeleteFinishedMatrixSubmissions(ctx, now.Add(-matrixSubmissionRetained), batch) }},
+		{&subs, func() (int, error) {
+			return st.DeleteFinishedMatrixSubmissions(ctx, now.Add(-matrixSubmissionRetained), batch)
+		}},
 	}
 	for _, j := range jobs {
 		for {
