@@ -97,7 +97,8 @@ type matrixServices struct {
 	inbox  *matrix.Inbox
 	binder *matrix.Binder
 	reg    *appservice.Registration
-	addr   string
+	cli    *mautrix.Client
+	ln     net.Listener // the application-service listener, bound by openMatrix
 	log    *slog.Logger
 }
 
@@ -118,17 +119,22 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
-	m := &matrixServices{runner: runner, reg: reg, log: log,
+	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,
 		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
 	if reg != nil {
-		m.addr = c.AppserviceAddr
-		if m.addr == "" {
+		addr := c.AppserviceAddr
+		if addr == "" {
 			u, err := url.Parse(reg.URL)
 			if err != nil || u.Host == "" {
 				return nil, errors.New("--matrix-registration: url is not an absolute URL; set --matrix-appservice-addr")
 			}
-			m.addr = u.Host
+			addr = u.Host
+		}
+		// Bound now, before anything runs: a relay deaf to the
+		// homeserver's pushes must not start.
+		if m.ln, err = listen("--matrix-appservice-addr", "ACRELAY_MATRIX_APPSERVICE_ADDR", addr); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
@@ -163,20 +169,52 @@ func (m *matrixServices) run(ctx context.Context) {
 		<-done
 		return
 	}
-	ln, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		m.log.Error("matrix appservice listener", "addr", m.addr, "err", err)
-		<-done
-		return
-	}
-	hs := relay.HTTPServer(m.addr, relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
-	go func() { _ = hs.Serve(ln) }()
-	m.log.Info("matrix appservice listening", "addr", ln.Addr().String())
+	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+	go func() { _ = hs.Serve(m.ln) }()
+	m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
+	go m.ping(ctx)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	<-done
+}
+
+// ping asks the homeserver to ping the application service
+// (POST /_matrix/client/v1/appservice/{id}/ping), once the listener is
+// up: a homeserver that backed off its pushes during an outage (Synapse:
+// up to 512 s) retries them at once after a successful ping. It retries
+// with backoff (1 s doubling to 1 min) until one succeeds or ctx ends.
+func (m *matrixServices) ping(ctx context.Context) {
+	for n := 1; ctx.Err() == nil; n++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := m.cli.AppservicePing(pctx, m.reg.ID, "acrelay-start-"+randomToken()[:16])
+		cancel()
+		if err == nil {
+			m.log.Info("matrix appservice ping answered", "duration_ms", resp.DurationMS)
+			return
+		}
+		if unsupported(err) {
+			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
+			return
+		}
+		wait := min(time.Second<<min(n-1, 6), time.Minute)
+		m.log.Warn("matrix appservice ping failed", "attempts", n, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// unsupported reports a homeserver's answer that it has no such endpoint.
+func unsupported(err error) bool {
+	var he mautrix.HTTPError
+	if !errors.As(err, &he) {
+		return false
+	}
+	return he.RespError != nil && he.RespError.ErrCode == mautrix.MUnrecognized.ErrCode ||
+		he.Response != nil && (he.Response.StatusCode == 404 || he.Response.StatusCode == 405)
 }
 
 func newMatrixCmd() *cobra.Command {
