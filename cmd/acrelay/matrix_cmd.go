@@ -194,7 +194,7 @@ func (m *matrixServices) ping(ctx context.Context) {
 			m.log.Info("matrix appservice ping answered", "duration_ms", resp.DurationMS)
 			return
 		}
-		if unsupported(err) {
+		if matrix.Unsupported(err) {
 			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
 			return
 		}
@@ -205,16 +205,6 @@ func (m *matrixServices) ping(ctx context.Context) {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// unsupported reports a homeserver's answer that it has no such endpoint.
-func unsupported(err error) bool {
-	var he mautrix.HTTPError
-	if !errors.As(err, &he) {
-		return false
-	}
-	return he.RespError != nil && he.RespError.ErrCode == mautrix.MUnrecognized.ErrCode ||
-		he.Response != nil && (he.Response.StatusCode == 404 || he.Response.StatusCode == 405)
 }
 
 func newMatrixCmd() *cobra.Command {
@@ -332,6 +322,7 @@ func newMatrixCmd() *cobra.Command {
 		c.Flags().StringVar(&projectID, "project", "", "project id")
 		root.AddCommand(c)
 	}
+	root.AddCommand(newMatrixDoctorCmd())
 	return root
 }
 
