@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"html/template"
 	"io/fs"
@@ -31,10 +33,13 @@ import (
 //
 // Access is a read token entered once in the sign-in form (POST body only,
 // never a URL, never logged). The browser then holds a session cookie whose
-// value is a random session id; the sessions live in this process's memory
-// only (a restart signs everyone out; several relay processes behind one
-// name need sticky sessions). A session remembers the token's id, never the
-// token, and re-checks on every request that the token is still unrevoked.
+// value is a random session token (256 bits); the sessions live in the
+// store (store.UISessions) under the token's SHA-256, so any relay process
+// on the store serves a signed-in page and a restart signs nobody out. A
+// session remembers the read token's id, never the token, and re-checks on
+// every request that it is still unrevoked. The sign-out form's CSRF value
+// is derived from the session token (a domain-separated SHA-256), so it is
+// neither stored nor the same in two sessions.
 // Feed capability links (?feed=) are not accepted: the capability would sit
 // in the address bar, the history and any proxy's access log.
 
@@ -51,7 +56,6 @@ const (
 	uiSigninCookie    = "acrelay_ui_signin" // the sign-in form's CSRF value, before any session
 	uiSessionLifetime = 12 * time.Hour
 	uiSigninLifetime  = 30 * time.Minute
-	uiMaxSessions     = 10000
 	uiMaxStreams      = 4 // live streams per session
 	uiTokenMaxBytes   = 512
 	uiFormMaxBytes    = 4096
@@ -61,15 +65,27 @@ const (
 	uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 
-// uiSession is one signed-in browser: the token's id and project, never
-// the token itself.
+// uiSession is one signed-in browser: the read token's id and project,
+// never the token itself.
 type uiSession struct {
-	id        string
+	key       string // the session token's SHA-256, hex: this process's stream count
+	hash      []byte // the session token's SHA-256, as stored
 	projectID string
 	tokenID   string
 	csrf      string
-	expires   time.Time
-	streams   int
+}
+
+// uiSessionHash is what the store keeps of a session token.
+func uiSessionHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// uiCSRF is the sign-out form's CSRF value of a session token: bound to
+// the session, and not the hash the store keeps.
+func uiCSRF(token string) string {
+	h := sha256.Sum256([]byte("acrelay ui csrf\x00" + token))
+	return base64.RawURLEncoding.EncodeToString(h[:])
 }
 
 // uiViews serves the /ui routes of one Server.
@@ -78,8 +94,8 @@ type uiViews struct {
 	static http.Handler
 
 	mu       sync.Mutex
-	sessions map[string]*uiSession
-	done     chan struct{} // closed by closeStreams (graceful shutdown)
+	streams  map[string]int // session key → live streams in this process
+	done     chan struct{}  // closed by closeStreams (graceful shutdown)
 	doneOnce sync.Once
 	now      func() time.Time
 }
@@ -90,7 +106,7 @@ func newUI(s *Server) *uiViews {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	return &uiViews{s: s, static: http.StripPrefix("/ui/static/", http.FileServerFS(sub)),
-		sessions: make(map[string]*uiSession), done: make(chan struct{}), now: time.Now}
+		streams: make(map[string]int), done: make(chan struct{}), now: time.Now}
 }
 
 // closeStreams ends every open live stream (Server.CloseStreams).
@@ -156,25 +172,25 @@ func sameSecret(a, b string) bool {
 	return a != "" && len(a) == len(b) && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-// session returns the request's live session: known, not expired, and its
-// token still unrevoked (a revoked token ends the session at once).
+// session returns the request's live session: stored, not expired, and
+// its token still unrevoked (a revoked token ends the session at once). A
+// store that cannot answer signs nobody in.
 func (u *uiViews) session(r *http.Request) (*uiSession, bool) {
 	c, err := r.Cookie(uiSessionCookie)
-	if err != nil || c.Value == "" {
+	if err != nil || c.Value == "" || len(c.Value) > 64 {
 		return nil, false
 	}
-	u.mu.Lock()
-	sess := u.sessions[c.Value]
-	if sess != nil && !u.now().Before(sess.expires) {
-		delete(u.sessions, c.Value)
-		sess = nil
-	}
-	u.mu.Unlock()
-	if sess == nil {
+	hash := uiSessionHash(c.Value)
+	st, err := u.s.st.UISession(r.Context(), hash)
+	if err != nil {
+		if !isNotFound(err) {
+			u.s.log.WarnContext(r.Context(), "ui session read failed", "err", err)
+		}
 		return nil, false
 	}
-	if !u.tokenLive(r.Context(), sess) {
-		u.drop(sess.id)
+	sess := &uiSession{key: hex.EncodeToString(hash), hash: hash, projectID: st.ProjectID, tokenID: st.TokenID, csrf: uiCSRF(c.Value)}
+	if !u.now().Before(st.ExpiresAt) || !u.tokenLive(r.Context(), sess) {
+		u.drop(r.Context(), sess)
 		return nil, false
 	}
 	return sess, true
@@ -186,10 +202,12 @@ func (u *uiViews) tokenLive(ctx context.Context, sess *uiSession) bool {
 	return !(isNotFound(err) || err == nil && t.Revoked)
 }
 
-func (u *uiViews) drop(id string) {
-	u.mu.Lock()
-	delete(u.sessions, id)
-	u.mu.Unlock()
+// drop ends a session in the store (expired ones that nobody drops are
+// deleted by housekeeping).
+func (u *uiViews) drop(ctx context.Context, sess *uiSession) {
+	if err := u.s.st.DeleteUISession(ctx, sess.hash); err != nil {
+		u.s.log.WarnContext(ctx, "ui session delete failed", "err", err)
+	}
 }
 
 type uiSigninPage struct {
@@ -269,35 +287,18 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusUnauthorized, "That token was not accepted.")
 		return
 	}
-	sess := &uiSession{id: randomID(), projectID: p.ProjectID, tokenID: p.TokenID, csrf: randomID(), expires: u.now().Add(uiSessionLifetime)}
-	if !u.add(sess) {
-		u.renderError(w, r, http.StatusServiceUnavailable, "Too many open sessions; try again later.")
+	token, now := randomID(), u.now()
+	if err := u.s.st.CreateUISession(r.Context(), store.UISession{Hash: uiSessionHash(token), ProjectID: p.ProjectID, TokenID: p.TokenID,
+		CreatedAt: now, ExpiresAt: now.Add(uiSessionLifetime)}); err != nil {
+		u.s.log.WarnContext(r.Context(), "ui sign-in: session not stored", "err", err)
+		u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot sign you in right now; try again.")
 		return
 	}
 	u.s.log.InfoContext(r.Context(), "ui session created", "project_id", p.ProjectID, "token_id", p.TokenID)
 	u.setCookie(w, r, uiSigninCookie, "", 0)
-	u.setCookie(w, r, uiSessionCookie, sess.id, uiSessionLifetime)
+	u.setCookie(w, r, uiSessionCookie, token, uiSessionLifetime)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, uiProjectPath(p.ProjectID, repo), http.StatusSeeOther)
-}
-
-// add stores sess, pruning expired sessions first; false when full.
-func (u *uiViews) add(sess *uiSession) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.sessions) >= uiMaxSessions {
-		now := u.now()
-		for id, s := range u.sessions {
-			if !now.Before(s.expires) {
-				delete(u.sessions, id)
-			}
-		}
-		if len(u.sessions) >= uiMaxSessions {
-			return false
-		}
-	}
-	u.sessions[sess.id] = sess
-	return true
 }
 
 // handleSignOut: POST /ui/signout (form: csrf) → 303 to the sign-in form,
@@ -323,7 +324,7 @@ func (u *uiViews) handleSignOut(w http.ResponseWriter, r *http.Request) {
 		u.renderError(w, r, http.StatusForbidden, "The form did not come from this session.")
 		return
 	}
-	u.drop(sess.id)
+	u.drop(r.Context(), sess)
 	u.setCookie(w, r, uiSessionCookie, "", 0)
 	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
 }
@@ -437,14 +438,20 @@ func (u *uiViews) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u.mu.Lock()
-	if sess.streams >= uiMaxStreams {
+	if u.streams[sess.key] >= uiMaxStreams {
 		u.mu.Unlock()
 		u.renderError(w, r, http.StatusTooManyRequests, "Too many live streams for this session.")
 		return
 	}
-	sess.streams++
+	u.streams[sess.key]++
 	u.mu.Unlock()
-	defer func() { u.mu.Lock(); sess.streams--; u.mu.Unlock() }()
+	defer func() {
+		u.mu.Lock()
+		if u.streams[sess.key]--; u.streams[sess.key] <= 0 {
+			delete(u.streams, sess.key)
+		}
+		u.mu.Unlock()
+	}()
 
 	sub := u.s.st.SubscribeAdvances()
 	defer sub.Close()

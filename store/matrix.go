@@ -44,7 +44,27 @@ type MatrixSubmission struct {
 	// as JSON), nil before: a re-run after a crash replies the same.
 	Outcome    []byte
 	ReceivedAt time.Time
+
+	// The retry state, kept in the store so that any process can take a
+	// submission up and one room that refuses replies stalls no other.
+	Attempts      int       // attempts claimed so far (ClaimMatrixSubmissions counts each)
+	NextAttemptAt time.Time // not claimed again before this
+	LastError     string    // why the last attempt failed, short (no bodies)
+	// Final is "" while pending, else MatrixSubmissionReplied or
+	// MatrixSubmissionGaveUp; FinishedAt is when it became final.
+	Final        string
+	ReplyEventID string
+	FinishedAt   time.Time
 }
+
+// Final outcomes of a submission (MatrixSubmission.Final).
+const (
+	// MatrixSubmissionReplied: the relay's reply is in the room.
+	MatrixSubmissionReplied = "replied"
+	// MatrixSubmissionGaveUp: no reply could be sent (the room refused
+	// it, or the attempts ran out); the outcome itself is still stored.
+	MatrixSubmissionGaveUp = "gave_up"
+)
 
 // Matrix is the Matrix courier's durable state. Bindings are per project;
 // sent parts make the room see each record exactly once; submissions are
@@ -77,13 +97,34 @@ type Matrix interface {
 	EnqueueMatrixSubmissions(ctx context.Context, subs []MatrixSubmission, syncKey, since string) error
 	// MatrixSyncToken returns the stored sync token of syncKey ("" when none).
 	MatrixSyncToken(ctx context.Context, syncKey string) (string, error)
-	// PendingMatrixSubmissions lists, oldest first, at most limit
-	// submissions not yet answered.
-	PendingMatrixSubmissions(ctx context.Context, limit int) ([]MatrixSubmission, error)
+	// ClaimMatrixSubmissions takes at most limit pending submissions whose
+	// next attempt is due (NextAttemptAt ≤ the store's now), earliest due
+	// first, counts an attempt on each and sets its NextAttemptAt to now +
+	// hold, all in one statement: another claim (of this or any process)
+	// skips them until then, and a claimant that dies leaves them due again
+	// after hold. The returned submissions carry the counted Attempts.
+	ClaimMatrixSubmissions(ctx context.Context, limit int, hold time.Duration) ([]MatrixSubmission, error)
+	// RetryMatrixSubmission sets a pending submission's next attempt to
+	// the store's now + wait and remembers lastError. Errors: ErrNotFound
+	// (unknown or final).
+	RetryMatrixSubmission(ctx context.Context, matrixEventID string, wait time.Duration, lastError string) error
+	// GiveUpMatrixSubmission makes a pending submission final without a
+	// reply (MatrixSubmissionGaveUp), remembering lastError. Errors:
+	// ErrNotFound (unknown or final).
+	GiveUpMatrixSubmission(ctx context.Context, matrixEventID, lastError string) error
+	// MatrixSubmission returns one submission with its retry state.
+	// Errors: ErrNotFound.
+	MatrixSubmission(ctx context.Context, matrixEventID string) (MatrixSubmission, error)
+	// DeleteFinishedMatrixSubmissions deletes at most limit final
+	// submissions that became final before before, oldest first, and
+	// returns how many it deleted (housekeeping calls it until it returns
+	// fewer than limit). A homeserver that replays a deleted submission
+	// gets it answered again, with the same outcome: ingest is idempotent.
+	DeleteFinishedMatrixSubmissions(ctx context.Context, before time.Time, limit int) (int, error)
 	// SetMatrixSubmissionOutcome stores the outcome of a pending
 	// submission unless one is stored; it returns the stored one.
 	SetMatrixSubmissionOutcome(ctx context.Context, matrixEventID string, outcome []byte) ([]byte, error)
-	// CompleteMatrixSubmission marks a submission answered by the reply
-	// replyEventID. Errors: ErrNotFound.
+	// CompleteMatrixSubmission makes a submission final as answered by the
+	// reply replyEventID (MatrixSubmissionReplied). Errors: ErrNotFound.
 	CompleteMatrixSubmission(ctx context.Context, matrixEventID, replyEventID string) error
 }

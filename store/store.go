@@ -617,5 +617,6 @@ type Store interface {
 	Archives
 	Matrix
 	Federation
+	UISessions
 	Close() error
 }

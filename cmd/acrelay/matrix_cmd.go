@@ -98,7 +98,8 @@ type matrixServices struct {
 	inbox  *matrix.Inbox
 	binder *matrix.Binder
 	reg    *appservice.Registration
-	addr   string
+	cli    *mautrix.Client
+	ln     net.Listener // the application-service listener, bound by openMatrix
 	log    *slog.Logger
 	// inboxJob and syncJob run the inbox and the bot's /sync on one
 	// process of the relay at a time (relay-wide leases).
@@ -122,7 +123,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
-	m := &matrixServices{runner: runner, reg: reg, log: log,
+	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,
 		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
 	id := base.Identity
@@ -132,13 +133,18 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	if reg != nil {
-		m.addr = c.AppserviceAddr
-		if m.addr == "" {
+		addr := c.AppserviceAddr
+		if addr == "" {
 			u, err := url.Parse(reg.URL)
 			if err != nil || u.Host == "" {
 				return nil, errors.New("--matrix-registration: url is not an absolute URL; set --matrix-appservice-addr")
 			}
-			m.addr = u.Host
+			addr = u.Host
+		}
+		// Bound now, before anything runs: a relay deaf to the
+		// homeserver's pushes must not start.
+		if m.ln, err = listen("--matrix-appservice-addr", "ACRELAY_MATRIX_APPSERVICE_ADDR", addr); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
@@ -178,20 +184,42 @@ func (m *matrixServices) run(ctx context.Context) {
 		<-done
 		return
 	}
-	ln, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		m.log.Error("matrix appservice listener", "addr", m.addr, "err", err)
-		<-done
-		return
-	}
-	hs := relay.HTTPServer(m.addr, relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
-	go func() { _ = hs.Serve(ln) }()
-	m.log.Info("matrix appservice listening", "addr", ln.Addr().String())
+	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+	go func() { _ = hs.Serve(m.ln) }()
+	m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
+	go m.ping(ctx)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	<-done
+}
+
+// ping asks the homeserver to ping the application service
+// (POST /_matrix/client/v1/appservice/{id}/ping), once the listener is
+// up: a homeserver that backed off its pushes during an outage (Synapse:
+// up to 512 s) retries them at once after a successful ping. It retries
+// with backoff (1 s doubling to 1 min) until one succeeds or ctx ends.
+func (m *matrixServices) ping(ctx context.Context) {
+	for n := 1; ctx.Err() == nil; n++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := m.cli.AppservicePing(pctx, m.reg.ID, "acrelay-start-"+randomToken()[:16])
+		cancel()
+		if err == nil {
+			m.log.Info("matrix appservice ping answered", "duration_ms", resp.DurationMS)
+			return
+		}
+		if matrix.Unsupported(err) {
+			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
+			return
+		}
+		wait := min(time.Second<<min(n-1, 6), time.Minute)
+		m.log.Warn("matrix appservice ping failed", "attempts", n, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
 }
 
 func newMatrixCmd() *cobra.Command {
@@ -309,6 +337,7 @@ func newMatrixCmd() *cobra.Command {
 		c.Flags().StringVar(&projectID, "project", "", "project id")
 		root.AddCommand(c)
 	}
+	root.AddCommand(newMatrixDoctorCmd())
 	return root
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -9,16 +11,17 @@ import (
 
 // servePprof serves the runtime profiles on their own listener, never on
 // the relay's: profiles reveal timing and memory of every project.
-func servePprof(addr string, logger *slog.Logger) {
+// ln is bound by serve before anything starts.
+func servePprof(ln net.Listener, logger *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("pprof listening", "addr", addr)
-	if err := srv.ListenAndServe(); err != nil {
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("pprof listening", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 		logger.Error("pprof", "err", err)
 	}
 }

@@ -211,9 +211,23 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return fmt.Errorf("operator token: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := listen("--addr", "ACRELAY_ADDR", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
+	}
+	defer ln.Close()
+	var pln, mln net.Listener
+	if cfg.PprofAddr != "" {
+		if pln, err = listen("--pprof-addr", "ACRELAY_PPROF_ADDR", cfg.PprofAddr); err != nil {
+			return err
+		}
+		defer pln.Close()
+	}
+	if cfg.MetricsAddr != "" {
+		if mln, err = listen("--metrics-addr", "ACRELAY_METRICS_ADDR", cfg.MetricsAddr); err != nil {
+			return err
+		}
+		defer mln.Close()
 	}
 	public := strings.TrimRight(cfg.PublicURL, "/")
 	if public == "" {
@@ -246,6 +260,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	if mx != nil {
 		runners = append(runners, mx.runner)
+		if mx.ln != nil {
+			defer mx.ln.Close()
+		}
 	}
 	// The hub asks the relay to authorize private topics; the relay routes
 	// /websub/hub to the hub and tells it of token revocations. Every
@@ -301,19 +318,16 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	wg.Go(func() { _ = websub.Run(bg) })
 	wg.Go(func() { _ = revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
+	wg.Go(func() { housekeep(bg, st, logger) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	if cfg.PprofAddr != "" {
-		go servePprof(cfg.PprofAddr, logger)
+	if pln != nil {
+		go servePprof(pln, logger)
 	}
-	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("--metrics-addr (ACRELAY_METRICS_ADDR): listen: %w", err)
-		}
+	if mln != nil {
 		wg.Go(func() { serveMetrics(bg, mln, metricsH, logger) })
 	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())

@@ -23,3 +23,33 @@ func TestBackoffJitter(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRetryAfterHeader: any Retry-After value gives a wait within
+// [0, 24 h], and exact delay-seconds give exactly that many seconds.
+func FuzzRetryAfterHeader(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "120", "-1", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "1e9", " 7 ", "99999999999999999999"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d := retryAfterHeader(v, now)
+		if d < 0 || d > 24*time.Hour {
+			t.Fatalf("retryAfterHeader(%q) = %v, want within [0, 24h]", v, d)
+		}
+	})
+}
+
+// TestRetryAfterHeader: the forms of RFC 9110 §10.2.3.
+func TestRetryAfterHeader(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "0": 0, "7": 7 * time.Second, " 7 ": 7 * time.Second, "-1": 0, "soon": 0, "1.5": 0,
+		"Fri, 02 Jan 2026 03:04:35 GMT": 30 * time.Second, // 30 s after now
+		"Fri, 02 Jan 2026 03:04:00 GMT": 0,                // in the past
+		"86401":                         24 * time.Hour,
+	} {
+		if got := retryAfterHeader(v, now); got != want {
+			t.Errorf("retryAfterHeader(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

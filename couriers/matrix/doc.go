@@ -12,7 +12,17 @@
 // courier scans the room's recent history for the records it is about to
 // send before sending them, because the homeserver's transaction-id
 // de-duplication is in memory only (Dendrite loses it on restart).
-// Submissions are queued durably by Matrix event id and answered once.
+// Submissions are queued durably by Matrix event id and answered once;
+// their retry state (attempts, next attempt, last error) and final outcome
+// are in the store too, and the inbox claims due submissions, so any relay
+// process can answer any of them and a room that refuses replies holds
+// back only its own. A 429 is waited out as long as the homeserver asks
+// (Retry-After or retry_after_ms, the longer). The bot's /sync reads a
+// limited timeline back with /messages, so a burst of submissions while
+// it was away is not cut at the filter's limit.
+//
+// The Check* functions are `acrelay matrix doctor`'s: homeserver reachable,
+// credentials accepted, rooms postable, courier not throttled.
 //
 // Matrix creates no authority: a submission is accepted only when its
 // signature verifies under an active key of the room's project, exactly

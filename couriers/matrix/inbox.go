@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -25,7 +26,9 @@ type InboxStore interface {
 	MatrixRoomBindings(ctx context.Context, roomID string) ([]store.MatrixBinding, error)
 	EnqueueMatrixSubmissions(ctx context.Context, subs []store.MatrixSubmission, syncKey, since string) error
 	MatrixSyncToken(ctx context.Context, syncKey string) (string, error)
-	PendingMatrixSubmissions(ctx context.Context, limit int) ([]store.MatrixSubmission, error)
+	ClaimMatrixSubmissions(ctx context.Context, limit int, hold time.Duration) ([]store.MatrixSubmission, error)
+	RetryMatrixSubmission(ctx context.Context, matrixEventID string, wait time.Duration, lastError string) error
+	GiveUpMatrixSubmission(ctx context.Context, matrixEventID, lastError string) error
 	SetMatrixSubmissionOutcome(ctx context.Context, matrixEventID string, outcome []byte) ([]byte, error)
 	CompleteMatrixSubmission(ctx context.Context, matrixEventID, replyEventID string) error
 }
@@ -50,25 +53,44 @@ type Outcome struct {
 // Inbox takes room submissions: Accept (pushed application-service
 // transactions) or Sync (a bot's /sync long-poll) queue them durably by
 // Matrix event id; Run appends each through ingest and replies once.
-// Fill Store, Ingest and Client; Logger is optional.
+// Fill Store, Ingest and Client; the rest is optional.
+//
+// Every submission's retry state (attempts, next attempt, last error) and
+// its final outcome are in the store, not in this process: Run claims due
+// submissions, so several processes share the work, a restarted one knows
+// what failed before, and a room that refuses replies holds back only its
+// own submissions, never another room's.
 type Inbox struct {
 	Store  InboxStore
 	Ingest Appender
 	Client *mautrix.Client
 	Logger *slog.Logger
+	// MaxAttempts is how many attempts a submission gets before it is
+	// given up (store.MatrixSubmissionGaveUp) while the homeserver refuses
+	// or fails its reply; default 10 (waits of 1 s doubling to 10 min:
+	// about 40 min in all). An unavailable log never gives a submission
+	// up: it waits until the log takes it.
+	MaxAttempts int
 
-	once     sync.Once
-	wake     chan struct{}
-	started  time.Time
-	mu       sync.Mutex
-	attempts map[string]retry // matrix event id → failed attempts in this process
+	once    sync.Once
+	wake    chan struct{}
+	started time.Time
 }
+
+// Inbox timing: a claim holds a submission for claimHold, longer than one
+// answer may take (answerTimeout), so no other claim takes it meanwhile.
+const (
+	claimBatch      = 16
+	claimHold       = 2 * time.Minute
+	answerTimeout   = 90 * time.Second
+	retryMax        = 10 * time.Minute
+	defaultAttempts = 10
+)
 
 func (in *Inbox) init() {
 	in.once.Do(func() {
 		in.wake = make(chan struct{}, 1)
 		in.started = time.Now()
-		in.attempts = map[string]retry{}
 	})
 }
 
@@ -146,9 +168,12 @@ func (in *Inbox) poke() {
 
 // Sync long-polls /sync as the bot (timeout 30 s), queues the submissions
 // of joined rooms together with the next since token (so a restart neither
-// loses nor re-reads one), and joins rooms it is invited to. It backs off
-// with jitter on errors (at least retry_after_ms on a 429) and returns
-// when ctx ends.
+// loses nor re-reads one), and joins rooms it is invited to. When a room's
+// timeline is limited (more submissions since the last sync than the
+// filter's 100), it reads the rest back with /messages from the
+// timeline's prev_batch to the last since token before storing anything.
+// It backs off with jitter on errors (at least what a 429 asks) and
+// returns when ctx ends.
 func (in *Inbox) Sync(ctx context.Context) error {
 	in.init()
 	key := "sync:" + in.Client.UserID.String()
@@ -158,25 +183,10 @@ func (in *Inbox) Sync(ctx context.Context) error {
 	}
 	failures := 0
 	for ctx.Err() == nil {
-		resp, err := in.Client.SyncRequest(ctx, 30000, since, SyncFilter(in.Client.UserID), since == "", event.PresenceOffline)
+		next, err := in.syncOnce(ctx, key, since)
 		if err == nil {
-			var subs []store.MatrixSubmission
-			for room, jr := range resp.Rooms.Join {
-				subs = append(subs, in.submissions(jr.Timeline.Events, room)...)
-			}
-			for room := range resp.Rooms.Invite {
-				if _, jerr := in.Client.JoinRoomByID(ctx, room); jerr != nil {
-					in.logger().Warn("join invited room", "room_id", room, "err", jerr)
-				}
-			}
-			err = in.Store.EnqueueMatrixSubmissions(ctx, subs, key, resp.NextBatch)
-			if err == nil {
-				since, failures = resp.NextBatch, 0
-				if len(subs) > 0 {
-					in.poke()
-				}
-				continue
-			}
+			since, failures = next, 0
+			continue
 		}
 		if ctx.Err() != nil {
 			break
@@ -193,6 +203,71 @@ func (in *Inbox) Sync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// syncOnce is one /sync: it stores the submissions it read with the next
+// since token, which it returns; on an error nothing is stored and the
+// next sync reads the same span again.
+func (in *Inbox) syncOnce(ctx context.Context, key, since string) (string, error) {
+	resp, err := in.Client.SyncRequest(ctx, 30000, since, SyncFilter(in.Client.UserID), since == "", event.PresenceOffline)
+	if err != nil {
+		return "", err
+	}
+	var subs []store.MatrixSubmission
+	for room, jr := range resp.Rooms.Join {
+		// Not on the first sync (since ""): it starts at the present.
+		if jr.Timeline.Limited && jr.Timeline.PrevBatch != "" && since != "" {
+			older, err := in.backfill(ctx, room, jr.Timeline.PrevBatch, since)
+			if err != nil {
+				return "", fmt.Errorf("read back a limited timeline: %w", err)
+			}
+			slices.Reverse(older) // oldest first, before the timeline's
+			subs = append(subs, older...)
+		}
+		subs = append(subs, in.submissions(jr.Timeline.Events, room)...)
+	}
+	for room := range resp.Rooms.Invite {
+		if _, jerr := in.Client.JoinRoomByID(ctx, room); jerr != nil {
+			in.logger().Warn("join invited room", "room_id", room, "err", jerr)
+		}
+	}
+	if err := in.Store.EnqueueMatrixSubmissions(ctx, subs, key, resp.NextBatch); err != nil {
+		return "", err
+	}
+	if len(subs) > 0 {
+		in.poke()
+	}
+	return resp.NextBatch, nil
+}
+
+// backfillPages bounds one room's read-back after a limited timeline
+// (pages of 100 submissions).
+const backfillPages = 100
+
+// backfill reads a room's submissions backwards from from (a limited
+// timeline's prev_batch) to to (the previous sync's since token), at most
+// backfillPages pages; a homeserver that ignores to only makes it read
+// further back, which the store's de-duplication by Matrix event id
+// absorbs.
+func (in *Inbox) backfill(ctx context.Context, room id.RoomID, from, to string) ([]store.MatrixSubmission, error) {
+	filter := &mautrix.FilterPart{Types: []event.Type{{Type: EventTypeSubmit, Class: event.MessageEventType}},
+		NotSenders: []id.UserID{in.Client.UserID}}
+	var out []store.MatrixSubmission
+	for page := 0; ; page++ {
+		if page == backfillPages {
+			in.logger().Warn("limited timeline read back only in part", "room_id", room, "submissions", len(out))
+			return out, nil
+		}
+		resp, err := in.Client.Messages(ctx, room, from, to, mautrix.DirectionBackward, filter, 100)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in.submissions(resp.Chunk, room)...)
+		if resp.End == "" || len(resp.Chunk) == 0 || resp.End == from {
+			return out, nil
+		}
+		from = resp.End
+	}
 }
 
 // SyncFilter is the inline filter of the bot's (self's) /sync: room timelines
@@ -225,34 +300,33 @@ func backoff(n int, initial, max time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// Run answers queued submissions until ctx ends: each is appended through
-// ingest for its room's project and answered with exactly one m.notice
-// reply. A submission that fails transiently (the log or the homeserver
-// unavailable) stays queued and is retried with backoff.
+// Run answers queued submissions until ctx ends: it claims the due ones
+// (store.Matrix.ClaimMatrixSubmissions), appends each through ingest for
+// its room's project and answers it with exactly one m.notice reply,
+// several at once. A submission that fails is retried with backoff (1 s
+// doubling to 10 min, jittered; at least the homeserver's Retry-After or
+// retry_after_ms after a 429), and given up after MaxAttempts when the
+// homeserver keeps refusing its reply. (Final submissions are deleted
+// after a retention by the relay's housekeeping.)
 func (in *Inbox) Run(ctx context.Context) error {
 	in.init()
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		pending, err := in.Store.PendingMatrixSubmissions(ctx, 100)
+		subs, err := in.Store.ClaimMatrixSubmissions(ctx, claimBatch, claimHold)
 		if err != nil && ctx.Err() == nil {
-			in.logger().Warn("read matrix submissions", "err", err)
+			in.logger().Warn("claim matrix submissions", "err", err)
 		}
-		for _, s := range pending {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !in.due(s.MatrixEventID) {
-				continue
-			}
-			if err := in.answer(ctx, s); err != nil && ctx.Err() == nil {
-				n := in.failed(s.MatrixEventID, err)
-				in.logger().Warn("answer matrix submission", "matrix_event_id", s.MatrixEventID, "failures", n, "err", err)
-			} else {
-				in.mu.Lock()
-				delete(in.attempts, s.MatrixEventID)
-				in.mu.Unlock()
-			}
+		var wg sync.WaitGroup
+		for _, s := range subs {
+			wg.Go(func() { in.attempt(ctx, s) })
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if len(subs) == claimBatch {
+			continue // more may be due now
 		}
 		select {
 		case <-ctx.Done():
@@ -263,30 +337,65 @@ func (in *Inbox) Run(ctx context.Context) error {
 	}
 }
 
-// retry is a failing submission's backoff.
-type retry struct {
-	n         int
-	notBefore time.Time
+// attempt answers one claimed submission and stores what became of it.
+func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
+	actx, cancel := context.WithTimeout(ctx, answerTimeout)
+	err := in.answer(actx, s)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return // answered, or stopping: the claim lapses and it is due again
+	}
+	log := in.logger().With("matrix_event_id", s.MatrixEventID, "room_id", s.RoomID, "attempts", s.Attempts)
+	maxAttempts := in.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = defaultAttempts
+	}
+	reason := shortError(err)
+	if homeserverFault(err) && s.Attempts >= maxAttempts {
+		if gerr := in.Store.GiveUpMatrixSubmission(ctx, s.MatrixEventID, reason); gerr != nil {
+			log.Warn("give up matrix submission", "err", gerr)
+			return
+		}
+		log.Warn("matrix submission given up: no reply could be sent", "err", err)
+		return
+	}
+	wait := max(backoff(s.Attempts, time.Second, retryMax), RetryAfter(err))
+	if rerr := in.Store.RetryMatrixSubmission(ctx, s.MatrixEventID, wait, reason); rerr != nil {
+		log.Warn("store matrix submission retry", "err", rerr)
+	}
+	log.Warn("answer matrix submission", "retry_in", wait, "err", err)
 }
 
-// due reports whether a submission may be tried now.
-func (in *Inbox) due(mid string) bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return !time.Now().Before(in.attempts[mid].notBefore)
+// homeserverFault reports an error of the homeserver's answer (an HTTP
+// error status, or no answer at all), as opposed to our own store or log
+// being unavailable, which never gives a submission up.
+func homeserverFault(err error) bool {
+	var he mautrix.HTTPError
+	return errors.As(err, &he) || errors.Is(err, errReply)
 }
 
-// failed counts a failure and sets the next attempt (1 s doubling to 1 min,
-// jittered; at least retry_after_ms after a 429).
-func (in *Inbox) failed(mid string, err error) int {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	r := in.attempts[mid]
-	r.n++
-	wait := max(backoff(r.n, time.Second, time.Minute), RetryAfter(err))
-	r.notBefore = time.Now().Add(wait)
-	in.attempts[mid] = r
-	return r.n
+// errReply marks a failure of the reply path (sending it, or reading the
+// room's history for an earlier one).
+var errReply = errors.New("reply")
+
+// shortError is what the store keeps of err: the Matrix error code or
+// HTTP status of a homeserver's answer, else the error's text up to 200
+// bytes (our own errors carry no bodies or secrets).
+func shortError(err error) string {
+	var he mautrix.HTTPError
+	if errors.As(err, &he) {
+		switch {
+		case he.RespError != nil && he.RespError.ErrCode != "":
+			return he.RespError.ErrCode
+		case he.Response != nil:
+			return "HTTP " + strconv.Itoa(he.Response.StatusCode)
+		}
+	}
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
 }
 
 // errTransient marks an outcome not to store: the log could not take the
@@ -348,12 +457,11 @@ func (in *Inbox) answer(ctx context.Context, s store.MatrixSubmission) error {
 		return fmt.Errorf("stored outcome: %w", err)
 	}
 	room, mid := id.RoomID(s.RoomID), id.EventID(s.MatrixEventID)
-	in.mu.Lock()
-	retried := in.attempts[s.MatrixEventID].n > 0
-	in.mu.Unlock()
-	if retried || s.ReceivedAt.Before(in.started) {
+	// A submission tried before, here or by another process, may have
+	// been answered by a reply whose completion was not stored.
+	if s.Attempts > 1 || s.ReceivedAt.Before(in.started) {
 		if prev, err := in.findReply(ctx, room, mid); err != nil {
-			return fmt.Errorf("reconcile reply: %w", err)
+			return fmt.Errorf("%w: reconcile: %w", errReply, err)
 		} else if prev != "" {
 			return in.Store.CompleteMatrixSubmission(ctx, s.MatrixEventID, prev.String())
 		}
@@ -370,7 +478,7 @@ func (in *Inbox) answer(ctx context.Context, s store.MatrixSubmission) error {
 	}
 	resp, err := in.Client.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: TxnID(s.RoomID, s.MatrixEventID, "reply")})
 	if err != nil {
-		return fmt.Errorf("send reply: %w", err)
+		return fmt.Errorf("%w: send: %w", errReply, err)
 	}
 	return in.Store.CompleteMatrixSubmission(ctx, s.MatrixEventID, resp.EventID.String())
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,8 +284,11 @@ func (c *Courier) scan(ctx context.Context, room id.RoomID, fromSeq int64) ([]st
 }
 
 // classify turns a homeserver's 429 M_LIMIT_EXCEEDED into a
-// *couriers.RetryAfterError waiting at least retry_after_ms from the body,
-// and keeps the rest short (no bodies beyond the Matrix error code).
+// *couriers.RetryAfterError waiting as long as the homeserver asks: the
+// Retry-After header (Synapse; delay-seconds or an HTTP date, RFC 9110
+// §10.2.3) or retry_after_ms in the body (Synapse, Conduit), the longer
+// when both are present, 1 s when neither is. The rest stays short (no
+// bodies beyond the Matrix error code).
 func classify(err error) error {
 	var he mautrix.HTTPError
 	if !errors.As(err, &he) {
@@ -291,19 +296,47 @@ func classify(err error) error {
 	}
 	if he.Response != nil && he.Response.StatusCode == http.StatusTooManyRequests ||
 		he.RespError != nil && he.RespError.ErrCode == mautrix.MLimitExceeded.ErrCode {
-		wait := time.Second
+		wait := time.Duration(0)
 		if he.RespError != nil {
 			if ms, ok := he.RespError.ExtraData["retry_after_ms"].(float64); ok && ms > 0 {
 				wait = time.Duration(ms) * time.Millisecond
 			}
+		}
+		if he.Response != nil {
+			wait = max(wait, retryAfterHeader(he.Response.Header.Get("Retry-After"), time.Now()))
+		}
+		if wait <= 0 {
+			wait = time.Second
 		}
 		return &couriers.RetryAfterError{After: wait, Err: err}
 	}
 	return err
 }
 
-// RetryAfter is how long to wait after err, a homeserver's answer: the
-// 429's retry_after_ms, or 0 when err says nothing about it.
+// retryAfterHeader reads a Retry-After value (RFC 9110 §10.2.3):
+// delay-seconds or an HTTP date, relative to now; 0 when absent, in the
+// past or malformed. At most a day, so a bad header cannot park the
+// courier for years.
+func retryAfterHeader(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		d = time.Duration(min(n, 86400)) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = at.Sub(now)
+	}
+	return min(max(d, 0), 24*time.Hour)
+}
+
+// RetryAfter is how long to wait after err, a homeserver's answer: what
+// its 429 asks (Retry-After or retry_after_ms, the longer), or 0 when err
+// says nothing about it.
 func RetryAfter(err error) time.Duration {
 	var ra *couriers.RetryAfterError
 	if errors.As(classify(err), &ra) {

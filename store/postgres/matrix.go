@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,19 +29,38 @@ const (
 	selectMatrixSent = `SELECT room_id, event_id, part, matrix_event_id FROM matrix_sent
 		WHERE room_id = $1 AND event_id = ANY($2::text[]) ORDER BY event_id, part`
 
-	insertMatrixSubmission = `INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, received_at)
-		VALUES ($1, $2, $3, $4, ` + nowMS + `) ON CONFLICT DO NOTHING`
+	insertMatrixSubmission = `INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, received_at, next_attempt_at)
+		VALUES ($1, $2, $3, $4, ` + nowMS + `, ` + nowMS + `) ON CONFLICT DO NOTHING`
 	upsertMatrixSync = `INSERT INTO matrix_sync (sync_key, since) VALUES ($1, $2)
 		ON CONFLICT (sync_key) DO UPDATE SET since = excluded.since`
 	selectMatrixSync        = `SELECT since FROM matrix_sync WHERE sync_key = $1`
-	selectMatrixSubmissions = `SELECT matrix_event_id, room_id, sender, event, outcome, received_at
-		FROM matrix_submissions WHERE NOT done ORDER BY received_at, matrix_event_id LIMIT $1`
+	matrixSubmissionColumns = `matrix_event_id, room_id, sender, event, outcome, received_at,
+		attempts, next_attempt_at, last_error, final, reply_event_id, finished_at`
+	// claimMatrixSubmissions counts an attempt on the due ones and holds
+	// them for $2 ms; SKIP LOCKED lets concurrent claims of other
+	// processes take other rows instead of waiting.
+	claimMatrixSubmissions = `UPDATE matrix_submissions
+		SET attempts = attempts + 1, next_attempt_at = ` + nowMS + ` + $2::bigint * interval '1 millisecond'
+		WHERE matrix_event_id IN (SELECT matrix_event_id FROM matrix_submissions
+		    WHERE NOT done AND next_attempt_at <= ` + nowMS + ` ORDER BY next_attempt_at, matrix_event_id LIMIT $1
+		    FOR UPDATE SKIP LOCKED)
+		RETURNING ` + matrixSubmissionColumns
+	selectMatrixSubmission = `SELECT ` + matrixSubmissionColumns + ` FROM matrix_submissions WHERE matrix_event_id = $1`
+	retryMatrixSubmission  = `UPDATE matrix_submissions
+		SET next_attempt_at = ` + nowMS + ` + $2::bigint * interval '1 millisecond', last_error = $3
+		WHERE matrix_event_id = $1 AND NOT done`
+	giveUpMatrixSubmission = `UPDATE matrix_submissions
+		SET done = true, final = 'gave_up', last_error = $2, finished_at = ` + nowMS + `
+		WHERE matrix_event_id = $1 AND NOT done`
+	deleteFinishedMatrixSubmissions = `DELETE FROM matrix_submissions WHERE matrix_event_id IN (
+		SELECT matrix_event_id FROM matrix_submissions WHERE done AND finished_at < $1 ORDER BY finished_at LIMIT $2)`
 	// setMatrixOutcome keeps a stored outcome and returns whichever is stored.
 	setMatrixOutcome = `WITH upd AS (UPDATE matrix_submissions SET outcome = $2
 		    WHERE matrix_event_id = $1 AND outcome IS NULL RETURNING outcome)
 		SELECT outcome FROM upd UNION ALL
 		SELECT outcome FROM matrix_submissions WHERE matrix_event_id = $1 AND outcome IS NOT NULL LIMIT 1`
-	completeMatrixSubmission = `UPDATE matrix_submissions SET done = true, reply_event_id = $2 WHERE matrix_event_id = $1`
+	completeMatrixSubmission = `UPDATE matrix_submissions SET done = true, final = 'replied', reply_event_id = $2, finished_at = ` + nowMS + `
+		WHERE matrix_event_id = $1`
 )
 
 // CreateMatrixBinding stores b. See store.Matrix.
@@ -171,23 +192,90 @@ func (db *DB) MatrixSyncToken(ctx context.Context, syncKey string) (string, erro
 	return since, mapErr("matrix sync token", err)
 }
 
-// PendingMatrixSubmissions lists unanswered submissions, oldest first.
-func (db *DB) PendingMatrixSubmissions(ctx context.Context, limit int) ([]store.MatrixSubmission, error) {
-	rows, err := db.pool.Query(ctx, selectMatrixSubmissions, limit)
+func scanMatrixSubmissions(rows pgx.Rows, err error) ([]store.MatrixSubmission, error) {
 	if err != nil {
-		return nil, mapErr("pending matrix submissions", err)
+		return nil, mapErr("matrix submissions", err)
 	}
 	defer rows.Close()
 	var out []store.MatrixSubmission
 	for rows.Next() {
 		var s store.MatrixSubmission
-		if err := rows.Scan(&s.MatrixEventID, &s.RoomID, &s.Sender, &s.Event, &s.Outcome, &s.ReceivedAt); err != nil {
-			return nil, mapErr("pending matrix submissions", err)
+		var fin *time.Time
+		if err := rows.Scan(&s.MatrixEventID, &s.RoomID, &s.Sender, &s.Event, &s.Outcome, &s.ReceivedAt,
+			&s.Attempts, &s.NextAttemptAt, &s.LastError, &s.Final, &s.ReplyEventID, &fin); err != nil {
+			return nil, mapErr("matrix submissions", err)
 		}
-		s.ReceivedAt = utc(s.ReceivedAt)
+		s.ReceivedAt, s.NextAttemptAt = utc(s.ReceivedAt), utc(s.NextAttemptAt)
+		if fin != nil {
+			s.FinishedAt = utc(*fin)
+		}
 		out = append(out, s)
 	}
-	return out, mapErr("pending matrix submissions", rows.Err())
+	return out, mapErr("matrix submissions", rows.Err())
+}
+
+// ClaimMatrixSubmissions takes due submissions and holds them. See
+// store.Matrix.
+func (db *DB) ClaimMatrixSubmissions(ctx context.Context, limit int, hold time.Duration) ([]store.MatrixSubmission, error) {
+	out, err := scanMatrixSubmissions(db.pool.Query(ctx, claimMatrixSubmissions, limit, hold.Milliseconds()))
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING keeps no order: oldest first, as they were due.
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].MatrixEventID < out[j].MatrixEventID
+	})
+	return out, nil
+}
+
+// MatrixSubmission returns one submission. Errors: store.ErrNotFound.
+func (db *DB) MatrixSubmission(ctx context.Context, matrixEventID string) (store.MatrixSubmission, error) {
+	out, err := scanMatrixSubmissions(db.pool.Query(ctx, selectMatrixSubmission, matrixEventID))
+	if err != nil {
+		return store.MatrixSubmission{}, err
+	}
+	if len(out) == 0 {
+		return store.MatrixSubmission{}, fmt.Errorf("matrix submission: %w", store.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// RetryMatrixSubmission sets the next attempt. See store.Matrix.
+func (db *DB) RetryMatrixSubmission(ctx context.Context, matrixEventID string, wait time.Duration, lastError string) error {
+	return db.execOne(ctx, "retry matrix submission", retryMatrixSubmission, matrixEventID, wait.Milliseconds(), lastError)
+}
+
+// GiveUpMatrixSubmission makes a submission final unanswered. See
+// store.Matrix.
+func (db *DB) GiveUpMatrixSubmission(ctx context.Context, matrixEventID, lastError string) error {
+	return db.execOne(ctx, "give up matrix submission", giveUpMatrixSubmission, matrixEventID, lastError)
+}
+
+// DeleteFinishedMatrixSubmissions deletes one batch of old final
+// submissions. See store.Matrix.
+func (db *DB) DeleteFinishedMatrixSubmissions(ctx context.Context, before time.Time, limit int) (int, error) {
+	return db.execN(ctx, "delete finished matrix submissions", deleteFinishedMatrixSubmissions, before, limit)
+}
+
+// execOne runs a write that must touch one row. Errors: store.ErrNotFound.
+func (db *DB) execOne(ctx context.Context, op, q string, args ...any) error {
+	n, err := db.execN(ctx, op, q, args...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	return err
+}
+
+// execN runs a write and returns the rows it touched.
+func (db *DB) execN(ctx context.Context, op, q string, args ...any) (int, error) {
+	tag, err := db.pool.Exec(ctx, q, args...)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // SetMatrixSubmissionOutcome stores an outcome unless one is stored and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sort"
+	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
@@ -25,16 +27,33 @@ const (
 	selectMatrixSent = `SELECT room_id, event_id, part, matrix_event_id FROM matrix_sent
 		WHERE room_id = ?1 AND event_id IN (SELECT value FROM json_each(?2)) ORDER BY event_id, part`
 
-	insertMatrixSubmission = `INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, received_at)
-		VALUES (?, ?, ?, ?, ` + nowMS + `) ON CONFLICT DO NOTHING`
+	insertMatrixSubmission = `INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, received_at, next_attempt_at)
+		VALUES (?1, ?2, ?3, ?4, ` + nowMS + `, ` + nowMS + `) ON CONFLICT DO NOTHING`
 	upsertMatrixSync = `INSERT INTO matrix_sync (sync_key, since) VALUES (?, ?)
 		ON CONFLICT (sync_key) DO UPDATE SET since = excluded.since`
 	selectMatrixSync        = `SELECT since FROM matrix_sync WHERE sync_key = ?`
-	selectMatrixSubmissions = `SELECT matrix_event_id, room_id, sender, event, outcome, received_at
-		FROM matrix_submissions WHERE done = 0 ORDER BY received_at, matrix_event_id LIMIT ?`
+	matrixSubmissionColumns = `matrix_event_id, room_id, sender, event, outcome, received_at,
+		attempts, next_attempt_at, last_error, final, reply_event_id, finished_at`
+	// claimMatrixSubmissions counts an attempt on the due ones and holds
+	// them for ?2 (a "+S.mmm seconds" modifier) in one statement.
+	claimMatrixSubmissions = `UPDATE matrix_submissions
+		SET attempts = attempts + 1, next_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)
+		WHERE matrix_event_id IN (SELECT matrix_event_id FROM matrix_submissions
+		    WHERE done = 0 AND next_attempt_at <= ` + nowMS + ` ORDER BY next_attempt_at, matrix_event_id LIMIT ?1)
+		RETURNING ` + matrixSubmissionColumns
+	selectMatrixSubmission = `SELECT ` + matrixSubmissionColumns + ` FROM matrix_submissions WHERE matrix_event_id = ?`
+	retryMatrixSubmission  = `UPDATE matrix_submissions
+		SET next_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2), last_error = ?3
+		WHERE matrix_event_id = ?1 AND done = 0`
+	giveUpMatrixSubmission = `UPDATE matrix_submissions
+		SET done = 1, final = 'gave_up', last_error = ?2, finished_at = ` + nowMS + `
+		WHERE matrix_event_id = ?1 AND done = 0`
+	deleteFinishedMatrixSubmissions = `DELETE FROM matrix_submissions WHERE matrix_event_id IN (
+		SELECT matrix_event_id FROM matrix_submissions WHERE done = 1 AND finished_at < ?1 ORDER BY finished_at LIMIT ?2)`
 	setMatrixOutcome         = `UPDATE matrix_submissions SET outcome = ?2 WHERE matrix_event_id = ?1 AND outcome IS NULL`
 	selectMatrixOutcome      = `SELECT outcome FROM matrix_submissions WHERE matrix_event_id = ?`
-	completeMatrixSubmission = `UPDATE matrix_submissions SET done = 1, reply_event_id = ?2 WHERE matrix_event_id = ?1`
+	completeMatrixSubmission = `UPDATE matrix_submissions SET done = 1, final = 'replied', reply_event_id = ?2, finished_at = ` + nowMS + `
+		WHERE matrix_event_id = ?1`
 )
 
 // CreateMatrixBinding stores b. See store.Matrix.
@@ -178,24 +197,102 @@ func (db *DB) MatrixSyncToken(ctx context.Context, syncKey string) (string, erro
 	return since, mapErr("matrix sync token", err)
 }
 
-// PendingMatrixSubmissions lists unanswered submissions, oldest first.
-func (db *DB) PendingMatrixSubmissions(ctx context.Context, limit int) ([]store.MatrixSubmission, error) {
-	rows, err := db.rd.QueryContext(ctx, selectMatrixSubmissions, limit)
+// seconds is d as an SQLite date modifier ("+1.500 seconds").
+func seconds(d time.Duration) string { return fmt.Sprintf("%+.3f seconds", d.Seconds()) }
+
+func scanMatrixSubmissions(rows *sql.Rows, err error) ([]store.MatrixSubmission, error) {
 	if err != nil {
-		return nil, mapErr("pending matrix submissions", err)
+		return nil, mapErr("matrix submissions", err)
 	}
 	defer rows.Close()
 	var out []store.MatrixSubmission
 	for rows.Next() {
 		var s store.MatrixSubmission
-		var at string
-		if err := rows.Scan(&s.MatrixEventID, &s.RoomID, &s.Sender, &s.Event, &s.Outcome, &at); err != nil {
-			return nil, mapErr("pending matrix submissions", err)
+		var at, next, fin string
+		if err := rows.Scan(&s.MatrixEventID, &s.RoomID, &s.Sender, &s.Event, &s.Outcome, &at,
+			&s.Attempts, &next, &s.LastError, &s.Final, &s.ReplyEventID, &fin); err != nil {
+			return nil, mapErr("matrix submissions", err)
 		}
-		s.ReceivedAt = parseTime(at)
+		s.ReceivedAt, s.NextAttemptAt, s.FinishedAt = parseTime(at), parseTime(next), parseTime(fin)
 		out = append(out, s)
 	}
-	return out, mapErr("pending matrix submissions", rows.Err())
+	return out, mapErr("matrix submissions", rows.Err())
+}
+
+// ClaimMatrixSubmissions takes due submissions and holds them. See
+// store.Matrix.
+func (db *DB) ClaimMatrixSubmissions(ctx context.Context, limit int, hold time.Duration) ([]store.MatrixSubmission, error) {
+	var out []store.MatrixSubmission
+	err := db.writeTx(ctx, "claim matrix submissions", func(tx *sql.Tx) error {
+		var err error
+		out, err = scanMatrixSubmissions(tx.QueryContext(ctx, claimMatrixSubmissions, limit, seconds(hold)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSubmissions(out)
+	return out, nil
+}
+
+// sortSubmissions orders claimed submissions as they were due (RETURNING
+// keeps no order): by the time they were due, that is received_at for a
+// first attempt, then by id.
+func sortSubmissions(subs []store.MatrixSubmission) {
+	sort.Slice(subs, func(i, j int) bool {
+		if !subs[i].ReceivedAt.Equal(subs[j].ReceivedAt) {
+			return subs[i].ReceivedAt.Before(subs[j].ReceivedAt)
+		}
+		return subs[i].MatrixEventID < subs[j].MatrixEventID
+	})
+}
+
+// MatrixSubmission returns one submission. Errors: store.ErrNotFound.
+func (db *DB) MatrixSubmission(ctx context.Context, matrixEventID string) (store.MatrixSubmission, error) {
+	out, err := scanMatrixSubmissions(db.rd.QueryContext(ctx, selectMatrixSubmission, matrixEventID))
+	if err != nil {
+		return store.MatrixSubmission{}, err
+	}
+	if len(out) == 0 {
+		return store.MatrixSubmission{}, fmt.Errorf("matrix submission: %w", store.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// RetryMatrixSubmission sets the next attempt. See store.Matrix.
+func (db *DB) RetryMatrixSubmission(ctx context.Context, matrixEventID string, wait time.Duration, lastError string) error {
+	return db.execOne(ctx, "retry matrix submission", retryMatrixSubmission, matrixEventID, seconds(wait), lastError)
+}
+
+// GiveUpMatrixSubmission makes a submission final unanswered. See
+// store.Matrix.
+func (db *DB) GiveUpMatrixSubmission(ctx context.Context, matrixEventID, lastError string) error {
+	return db.execOne(ctx, "give up matrix submission", giveUpMatrixSubmission, matrixEventID, lastError)
+}
+
+// DeleteFinishedMatrixSubmissions deletes one batch of old final
+// submissions. See store.Matrix.
+func (db *DB) DeleteFinishedMatrixSubmissions(ctx context.Context, before time.Time, limit int) (int, error) {
+	return db.execN(ctx, "delete finished matrix submissions", deleteFinishedMatrixSubmissions, formatTime(before), limit)
+}
+
+// execOne runs a write that must touch one row. Errors: store.ErrNotFound.
+func (db *DB) execOne(ctx context.Context, op, q string, args ...any) error {
+	n, err := db.execN(ctx, op, q, args...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	return err
+}
+
+// execN runs a write and returns the rows it touched.
+func (db *DB) execN(ctx context.Context, op, q string, args ...any) (int, error) {
+	res, err := db.w.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), mapErr(op, err)
 }
 
 // SetMatrixSubmissionOutcome stores an outcome unless one is stored and

@@ -2,7 +2,11 @@ package storetest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
@@ -17,6 +21,9 @@ func RunMatrix(t *testing.T, open func(t *testing.T) store.Store) {
 		{"matrix/bindings", testMatrixBindings},
 		{"matrix/sent", testMatrixSent},
 		{"matrix/submissions", testMatrixSubmissions},
+		{"matrix/submission_retry", testMatrixSubmissionRetry},
+		{"matrix/submission_housekeeping", testMatrixSubmissionHousekeeping},
+		{"ui_sessions", testUISessions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -97,9 +104,9 @@ func testMatrixSubmissions(t *testing.T, s store.Store) {
 	if tok := must[string](t, "token")(s.MatrixSyncToken(ctx, "@bot:x")); tok != "s2" {
 		t.Errorf("sync token = %q, want s2", tok)
 	}
-	p := must[[]store.MatrixSubmission](t, "pending")(s.PendingMatrixSubmissions(ctx, 10))
-	if len(p) != 2 || p[0].MatrixEventID != "$a" || !bytes.Equal(p[0].Event, a.Event) || p[0].Outcome != nil {
-		t.Fatalf("pending = %+v", p)
+	p := must[[]store.MatrixSubmission](t, "claim")(s.ClaimMatrixSubmissions(ctx, 10, 0))
+	if len(p) != 2 || p[0].MatrixEventID != "$a" || !bytes.Equal(p[0].Event, a.Event) || p[0].Outcome != nil || p[0].Attempts != 1 || p[0].Final != "" {
+		t.Fatalf("claimed = %+v", p)
 	}
 	checkDBTime(t, "received_at", p[0].ReceivedAt)
 	out := must[[]byte](t, "outcome")(s.SetMatrixSubmissionOutcome(ctx, "$a", []byte(`{"ok":1}`)))
@@ -116,14 +123,160 @@ func testMatrixSubmissions(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	wantErr(t, "complete unknown", s.CompleteMatrixSubmission(ctx, "$none", "$r"), store.ErrNotFound)
-	p = must[[]store.MatrixSubmission](t, "pending")(s.PendingMatrixSubmissions(ctx, 10))
-	if len(p) != 1 || p[0].MatrixEventID != "$b" {
-		t.Errorf("pending after completion = %+v", p)
+	p = must[[]store.MatrixSubmission](t, "claim")(s.ClaimMatrixSubmissions(ctx, 10, 0))
+	if len(p) != 1 || p[0].MatrixEventID != "$b" || p[0].Attempts != 2 {
+		t.Errorf("claimed after completion = %+v, want $b at its second attempt", p)
 	}
 	if err := s.EnqueueMatrixSubmissions(ctx, []store.MatrixSubmission{a}, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if p = must[[]store.MatrixSubmission](t, "pending")(s.PendingMatrixSubmissions(ctx, 10)); len(p) != 1 {
+	if p = must[[]store.MatrixSubmission](t, "claim")(s.ClaimMatrixSubmissions(ctx, 10, 0)); len(p) != 1 || p[0].MatrixEventID != "$b" {
 		t.Errorf("a completed submission came back: %+v", p)
 	}
+	got := must[store.MatrixSubmission](t, "get")(s.MatrixSubmission(ctx, "$a"))
+	if got.Final != store.MatrixSubmissionReplied || got.ReplyEventID != "$reply" || string(got.Outcome) != `{"ok":1}` || got.Attempts != 1 {
+		t.Errorf("completed = %+v", got)
+	}
+	checkDBTime(t, "finished_at", got.FinishedAt)
+	_, err = s.MatrixSubmission(ctx, "$none")
+	wantErr(t, "get unknown", err, store.ErrNotFound)
+}
+
+// testMatrixSubmissionRetry: a claim holds what it takes, a retry sets
+// the next attempt, a submission that is not due is skipped for the ones
+// behind it, and giving up is final.
+func testMatrixSubmissionRetry(t *testing.T, s store.Store) {
+	var subs []store.MatrixSubmission
+	for _, id := range []string{"$1", "$2", "$3"} {
+		subs = append(subs, store.MatrixSubmission{MatrixEventID: id, RoomID: "!r:x", Sender: "@u:x", Event: []byte(`{}`)})
+	}
+	if err := s.EnqueueMatrixSubmissions(ctx, subs[:2], "", ""); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(p []store.MatrixSubmission) string {
+		var out []string
+		for _, x := range p {
+			out = append(out, x.MatrixEventID)
+		}
+		return strings.Join(out, ",")
+	}
+	// One claim of one: the other is still due for another claimant.
+	if p := must[[]store.MatrixSubmission](t, "claim 1")(s.ClaimMatrixSubmissions(ctx, 1, time.Hour)); ids(p) != "$1" {
+		t.Fatalf("claim 1 = %s, want $1", ids(p))
+	}
+	if p := must[[]store.MatrixSubmission](t, "claim 2")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour)); ids(p) != "$2" {
+		t.Fatalf("second claim = %s, want $2 ($1 is held)", ids(p))
+	}
+	// Both held: a new one behind them is taken at once.
+	if err := s.EnqueueMatrixSubmissions(ctx, subs[2:], "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if p := must[[]store.MatrixSubmission](t, "claim 3")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour)); ids(p) != "$3" {
+		t.Fatalf("third claim = %s, want $3", ids(p))
+	}
+	if err := s.RetryMatrixSubmission(ctx, "$1", 0, "M_FORBIDDEN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RetryMatrixSubmission(ctx, "$2", time.Hour, "M_FORBIDDEN"); err != nil {
+		t.Fatal(err)
+	}
+	p := must[[]store.MatrixSubmission](t, "claim again")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour))
+	if ids(p) != "$1" || p[0].Attempts != 2 || p[0].LastError != "M_FORBIDDEN" {
+		t.Fatalf("claim after retry = %+v, want $1 at attempt 2", p)
+	}
+	got := must[store.MatrixSubmission](t, "get $2")(s.MatrixSubmission(ctx, "$2"))
+	if d := time.Until(got.NextAttemptAt); d < 59*time.Minute || d > 61*time.Minute || got.Attempts != 1 {
+		t.Errorf("$2 next attempt in %v after %d attempts, want 1h after 1", d, got.Attempts)
+	}
+	if err := s.GiveUpMatrixSubmission(ctx, "$1", "M_FORBIDDEN"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "give up twice", s.GiveUpMatrixSubmission(ctx, "$1", "x"), store.ErrNotFound)
+	wantErr(t, "retry a final one", s.RetryMatrixSubmission(ctx, "$1", 0, "x"), store.ErrNotFound)
+	wantErr(t, "retry unknown", s.RetryMatrixSubmission(ctx, "$none", 0, "x"), store.ErrNotFound)
+	got = must[store.MatrixSubmission](t, "get $1")(s.MatrixSubmission(ctx, "$1"))
+	if got.Final != store.MatrixSubmissionGaveUp || got.ReplyEventID != "" || got.LastError != "M_FORBIDDEN" {
+		t.Errorf("given up = %+v", got)
+	}
+	checkDBTime(t, "finished_at", got.FinishedAt)
+	if err := s.RetryMatrixSubmission(ctx, "$3", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if p := must[[]store.MatrixSubmission](t, "claim last")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour)); ids(p) != "$3" {
+		t.Errorf("claim last = %s, want $3 (not the final $1, not the held $2)", ids(p))
+	}
+}
+
+// testMatrixSubmissionHousekeeping: final submissions past the retention
+// go in batches; pending ones and recent final ones stay.
+func testMatrixSubmissionHousekeeping(t *testing.T, s store.Store) {
+	var subs []store.MatrixSubmission
+	for i := range 5 {
+		subs = append(subs, store.MatrixSubmission{MatrixEventID: fmt.Sprintf("$%d", i), RoomID: "!r:x", Sender: "@u:x", Event: []byte(`{}`)})
+	}
+	if err := s.EnqueueMatrixSubmissions(ctx, subs, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if err := s.CompleteMatrixSubmission(ctx, subs[i].MatrixEventID, "$r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := must[int](t, "delete none")(s.DeleteFinishedMatrixSubmissions(ctx, time.Now().Add(-time.Hour), 10)); n != 0 {
+		t.Errorf("deleted %d finished within the retention, want 0", n)
+	}
+	later := time.Now().Add(time.Minute)
+	if n := must[int](t, "batch 1")(s.DeleteFinishedMatrixSubmissions(ctx, later, 3)); n != 3 {
+		t.Errorf("first batch deleted %d, want 3", n)
+	}
+	if n := must[int](t, "batch 2")(s.DeleteFinishedMatrixSubmissions(ctx, later, 3)); n != 1 {
+		t.Errorf("second batch deleted %d, want 1", n)
+	}
+	if _, err := s.MatrixSubmission(ctx, "$4"); err != nil {
+		t.Errorf("the pending submission: %v, want it kept", err)
+	}
+	_, err := s.MatrixSubmission(ctx, "$0")
+	wantErr(t, "a deleted submission", err, store.ErrNotFound)
+}
+
+// testUISessions: stored by hash, found by hash, ended, and expired ones
+// deleted in batches.
+func testUISessions(t *testing.T, s store.Store) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	mk := func(i int, expires time.Time) store.UISession {
+		h := sha256.Sum256([]byte(fmt.Sprintf("session-%d", i)))
+		return store.UISession{Hash: h[:], ProjectID: "p", TokenID: fmt.Sprintf("t%d", i), CreatedAt: now, ExpiresAt: expires}
+	}
+	a := mk(0, now.Add(time.Hour))
+	if err := s.CreateUISession(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "create twice", s.CreateUISession(ctx, a), store.ErrExists)
+	got := must[store.UISession](t, "get")(s.UISession(ctx, a.Hash))
+	if !bytes.Equal(got.Hash, a.Hash) || got.ProjectID != "p" || got.TokenID != "t0" || !got.CreatedAt.Equal(now) || !got.ExpiresAt.Equal(a.ExpiresAt) ||
+		got.ExpiresAt.Location() != time.UTC {
+		t.Errorf("session = %+v, want %+v", got, a)
+	}
+	for i := 1; i <= 3; i++ {
+		if err := s.CreateUISession(ctx, mk(i, now.Add(-time.Duration(i)*time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := must[int](t, "expired 1")(s.DeleteExpiredUISessions(ctx, now, 2)); n != 2 {
+		t.Errorf("first batch deleted %d, want 2", n)
+	}
+	if n := must[int](t, "expired 2")(s.DeleteExpiredUISessions(ctx, now, 2)); n != 1 {
+		t.Errorf("second batch deleted %d, want 1", n)
+	}
+	if _, err := s.UISession(ctx, a.Hash); err != nil {
+		t.Errorf("the live session: %v, want it kept", err)
+	}
+	if err := s.DeleteUISession(ctx, a.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUISession(ctx, a.Hash); err != nil {
+		t.Errorf("delete twice: %v, want no error", err)
+	}
+	_, err := s.UISession(ctx, a.Hash)
+	wantErr(t, "a deleted session", err, store.ErrNotFound)
 }
