@@ -86,9 +86,20 @@ func TestComposeRelayAndPostgres(t *testing.T) {
 	posted := postEvent(t, a, op)
 	readBack(t, b, posted)
 
+	started := func() string {
+		return strings.TrimSpace(p.must(t, "inspect", "--format", "{{.State.StartedAt}}", relayA))
+	}
+	before := started()
 	p.must(t, "kill", "--signal", "KILL", relayA)
 	if out, err := run("start", "relay-a"); err != nil {
 		t.Fatalf("podman-compose start relay-a: %v\n%s", err, out)
+	}
+	// restart: on-failure may have started it again already; either way
+	// it must be a new start before the read
+	for deadline := time.Now().Add(2 * time.Minute); started() == before; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay-a's container was not started again after SIGKILL (started at %s)\n%s", before, logs())
+		}
 	}
 	waitHealthy(t, a, 2*time.Minute, logs)
 	readBack(t, a, posted)

@@ -14,3 +14,5 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 go vet ./... || exit 1
 [ -n "${STATICCHECK:-}" ] || { echo "staticcheck is not available (see the provision note above)"; exit 1; }
 "$STATICCHECK" ./... || exit 1
+# deploy/kubernetes/validate is a module of its own (k8s.io/api stays out of go.mod)
+(cd deploy/kubernetes/validate && go vet . && "$STATICCHECK" .) || exit 1

@@ -57,9 +57,9 @@ fi
 # types: a module of its own (deploy/kubernetes/validate), so that go.mod
 # stays free of k8s.io/api and k8s.io/apimachinery.
 if [ $# -eq 0 ]; then
-  echo "== deploy/kubernetes/validate: go vet, go test -count=1 -v (its own module)"
+  echo "== deploy/kubernetes/validate: go vet, staticcheck, go test -count=1 -v (its own module)"
   if (cd deploy/kubernetes/validate && go mod download) >"$ACRELAY_TMP/k8s-mod.log" 2>&1; then
-    (cd deploy/kubernetes/validate && go vet . && go test -count=1 -v .) 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
+    (cd deploy/kubernetes/validate && go vet . && { [ -z "${STATICCHECK:-}" ] || "$STATICCHECK" .; } && go test -count=1 -v .) 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   else
     ACRELAY_PROVISION_NOTES+=("Kubernetes manifests: SKIPPED - deploy/kubernetes/validate's modules could not be downloaded: $(tail -1 "$ACRELAY_TMP/k8s-mod.log")")
