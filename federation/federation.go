@@ -344,7 +344,7 @@ type LinkStatus struct {
 	Subscription string `json:"subscription"`  // client.WebSub* state or SubscriptionExpired, "" before the first request
 	Stored       int64  `json:"stored"`        // records appended here
 	Duplicates   int64  `json:"duplicates"`    // records already stored (no-ops)
-	Refused      int64  `json:"refused"`       // records refused: never stored
+	Refused      int64  `json:"refused"`       // records refused since the link started here (a kept one may be stored later: GET …/peers/{peer_id} has the refusals)
 	KeysImported int64  `json:"keys_imported"` // registry rows that changed something here
 	LastError    string `json:"last_error,omitempty"`
 }

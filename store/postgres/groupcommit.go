@@ -21,7 +21,8 @@ import (
 // projects run their batches in parallel; other processes still serialize
 // through the advisory lock.
 
-// maxGroupBatch caps the appends of one transaction.
+// maxGroupBatch caps the appends of one transaction, except that a page
+// of foreign records (submitAppends, at most 200) is never split.
 const maxGroupBatch = 64
 
 type appendJob struct {

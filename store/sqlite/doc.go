@@ -5,7 +5,8 @@
 // fsynced and survives a process or machine crash (spec §7: a 201 is a
 // promise). Throughput comes from group commit rather than from weakening
 // that promise: concurrent Append calls queue to one writer goroutine that
-// runs them, as they arrive, in one transaction (at most Options.MaxBatch),
+// runs them, as they arrive, in one transaction (at most Options.MaxBatch;
+// a page of foreign records, AppendPageAt, is one group never split),
 // so one commit and one fsync cover a batch while each caller still gets
 // its own result or error: the batch runs without savepoints until an
 // append fails, then is rolled back and replayed with each append in its

@@ -35,7 +35,9 @@ type Options struct {
 	// MaxBatch caps how many queued appends one transaction takes (group
 	// commit); 0 means 128, and OpenWith refuses a negative value or one
 	// above MaxBatchLimit. 1 gives one transaction per event, for
-	// comparison only.
+	// comparison only. A page of foreign records (AppendPageAt, at most
+	// 200 from a peer link) is one group that is never split: the batch
+	// that takes it may exceed MaxBatch by that much.
 	MaxBatch int
 	// ThreadIndexEvery is how many of a project's newest events may be
 	// missing from thread_events (the thread index, filled in bulk) before
