@@ -76,6 +76,8 @@ type hostileResult struct {
 	P99RatioAfter float64 `json:"p99_ratio_after"`
 	// The hub's answers to the flood, by status and code.
 	Answers map[string]int `json:"answers"`
+	// Refusals is acrelay_limit_refusals_total by limit, from /metrics.
+	Refusals map[string]int `json:"refusals"`
 	// What the relay holds after the flood's verifications settled.
 	Subscriptions int     `json:"subscriptions"`
 	Verified      int64   `json:"callbacks_verified"`
@@ -372,11 +374,11 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	if hwm, err := procStatus(pid, "VmHWM:"); err == nil && float64(hwm)/(1<<20) > res.PeakRSSMiB {
 		res.PeakRSSMiB = float64(hwm) / (1 << 20)
 	}
-	subs, err := relaySubscriptions(client, r.url, r.opToken)
+	subs, refusals, err := relayMetrics(client, r.url, r.opToken)
 	if err != nil {
 		return res, err
 	}
-	res.Subscriptions = subs
+	res.Subscriptions, res.Refusals = subs, refusals
 	res.Verified = sink.nVerified.Load()
 	res.Deliveries = sink.deliveries.Load()
 	accepted := res.Answers["202"]
@@ -443,27 +445,42 @@ func procStatus(pid int, field string) (int64, error) {
 // relaySubscriptions sums acrelay_websub_subscriptions from the relay's
 // /metrics (operator token).
 func relaySubscriptions(client *http.Client, url, opToken string) (int, error) {
+	n, _, err := relayMetrics(client, url, opToken)
+	return n, err
+}
+
+// relayMetrics reads the relay's /metrics (operator token): the sum of
+// acrelay_websub_subscriptions, and acrelay_limit_refusals_total by limit.
+func relayMetrics(client *http.Client, url, opToken string) (subs int, refusals map[string]int, err error) {
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+opToken)
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("/metrics: status %d", resp.StatusCode)
+		return 0, nil, fmt.Errorf("/metrics: status %d", resp.StatusCode)
 	}
-	n := 0
+	refusals = map[string]int{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "acrelay_websub_subscriptions{") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += int(v)
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		switch {
+		case strings.HasPrefix(line, "acrelay_websub_subscriptions{"):
+			subs += int(v)
+		case strings.HasPrefix(line, `acrelay_limit_refusals_total{limit="`):
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, `acrelay_limit_refusals_total{limit="`), `"`)
+			refusals[name] = int(v)
 		}
 	}
-	return n, sc.Err()
+	return subs, refusals, sc.Err()
 }
 
 // storedEventIDs pages through a repository's events.
