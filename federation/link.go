@@ -283,7 +283,7 @@ func scrub(err error) error {
 	return err
 }
 
-// registryRow is one row of GET /v1/correspondence/keys (README "Federation").
+// registryRow is one row of GET /v1/correspondence/keys (docs/federation.md).
 type registryRow struct {
 	SigningKeyID    string  `json:"signing_key_id"`
 	IdentityID      string  `json:"identity_id"`

@@ -15,7 +15,7 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// Metrics holds the relay's Prometheus series (README "Operating acrelay"
+// Metrics holds the relay's Prometheus series (docs/operating.md "Metrics"
 // lists them). cmd/acrelay makes one per process over its registry, passes
 // it to the store as its store.Observer, to the couriers' Runners as their
 // OnResult, and to New in Config.Metrics.

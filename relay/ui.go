@@ -24,7 +24,7 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// The live web view (README "Live web view"): a server-rendered page of one
+// The live web view (docs/http.md "Live web view"): a server-rendered page of one
 // repository's active claims, conflicts and recent events, kept current by
 // an SSE stream of invalidations on which a small script re-fetches the
 // server-rendered fragment.

@@ -93,6 +93,9 @@ provision_shared() {
 # --- Chromium (live web view browser test; scripts/provision_chromium.sh) ---
 . scripts/provision_chromium.sh
 
+# --- podman, podman-compose (deploy/ tests; scripts/provision_podman.sh) -----
+. scripts/provision_podman.sh
+
 provision_shared
 provision_postgres
 provision_jing
@@ -100,3 +103,4 @@ provision_staticcheck
 provision_dendrite
 provision_websub_npm
 provision_chromium
+provision_podman

@@ -10,6 +10,19 @@
 # Extra arguments go to `go test` (default: ./...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The tree as it was before the suite: every test, benchmark and trial
+# writes only under temporary directories, so the suite must leave
+# `git status --porcelain` as it found it (a developer's uncommitted work
+# is in both lists and does not fail the run; each listed file carries a
+# hash of its content, so a change to an already modified file shows too).
+tree_status() {
+  git status --porcelain --untracked-files=all 2>/dev/null | LC_ALL=C sort | while IFS= read -r line; do
+    p=${line:3}; h=""
+    [ -f "$p" ] && h=$(sha256sum <"$p" | cut -c1-16)
+    printf '%s %s\n' "$line" "$h"
+  done
+}
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 && tree_before=$(tree_status)
 . scripts/provision.sh
 
 pkgs=("$@")
@@ -38,6 +51,29 @@ if [ -n "${ACRELAY_TEST_DATABASE_URL:-}" ] && [ $# -eq 0 ]; then
   echo "== ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v ./relay"
   ACRELAY_RELAY_TEST_STORE=postgres go test -race -count=1 -v -timeout 20m ./relay 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+# The Kubernetes manifests, decoded strictly against the official API
+# types: a module of its own (deploy/kubernetes/validate), so that go.mod
+# stays free of k8s.io/api and k8s.io/apimachinery.
+if [ $# -eq 0 ]; then
+  echo "== deploy/kubernetes/validate: go vet, go test -count=1 -v (its own module)"
+  if (cd deploy/kubernetes/validate && go mod download) >"$ACRELAY_TMP/k8s-mod.log" 2>&1; then
+    (cd deploy/kubernetes/validate && go vet . && go test -count=1 -v .) 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  else
+    ACRELAY_PROVISION_NOTES+=("Kubernetes manifests: SKIPPED - deploy/kubernetes/validate's modules could not be downloaded: $(tail -1 "$ACRELAY_TMP/k8s-mod.log")")
+  fi
+fi
+
+if [ -n "${tree_before+set}" ]; then
+  tree_new=$(LC_ALL=C comm -13 <(printf '%s\n' "$tree_before") <(tree_status) | grep -v '^$' || true)
+  if [ -n "$tree_new" ]; then
+    echo
+    echo "== the suite changed the repository tree (tests must write only under temporary directories):"
+    echo "$tree_new"
+    status=1
+  fi
 fi
 
 echo

@@ -14,7 +14,7 @@ import (
 )
 
 // acrelay backup: an online snapshot of the embedded SQLite store, taken
-// while a relay serves it. PostgreSQL is backed up with pg_dump (README
+// while a relay serves it. PostgreSQL is backed up with pg_dump (docs/operating.md
 // "Backups and restore").
 func newBackupCmd() *cobra.Command {
 	var sc storeConfig
@@ -35,7 +35,7 @@ func newBackupCmd() *cobra.Command {
 				return errors.New("--out: required (the snapshot's file, which must not exist)")
 			}
 			if sc.DatabaseURL != "" {
-				return errors.New("--database-url: backup snapshots the SQLite store; back PostgreSQL up with pg_dump --format=custom (README \"Backups and restore\")")
+				return errors.New("--database-url: backup snapshots the SQLite store; back PostgreSQL up with pg_dump --format=custom (docs/operating.md \"Backups and restore\")")
 			}
 			path := filepath.Join(sc.DataDir, "acrelay.db")
 			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
