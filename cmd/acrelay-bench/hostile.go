@@ -59,6 +59,11 @@ type hostileResult struct {
 	FloodAddresses  int     `json:"flood_addresses"`
 	FloodSeconds    float64 `json:"flood_seconds"`
 	FloodPerSecond  float64 `json:"flood_requests_per_second"`
+	// CPU per flood request over the flood (agents' appends and
+	// deliveries included in the relay's): the relay's and this
+	// process's (the load generator's, flood and agents).
+	RelayCPUMicrosPerRequest float64 `json:"relay_cpu_us_per_request"`
+	LoadCPUMicrosPerRequest  float64 `json:"load_cpu_us_per_request"`
 	Agents          int     `json:"agents"`
 	EventsPerSecond float64 `json:"events_per_second"`
 	// Append latency (201 received) of the agents: before the flood (no
@@ -150,6 +155,7 @@ func printHostile(out io.Writer, asJSON bool, r hostileResult) {
 	slices.Sort(codes)
 	fmt.Fprintf(out, "hostile: %d subscribe requests from %d addresses in %.1f s (%.0f/s); answers: %s\n",
 		r.Requests, r.FloodAddresses, r.FloodSeconds, r.FloodPerSecond, strings.Join(codes, ", "))
+	fmt.Fprintf(out, "  CPU per flood request: relay %.1f µs, load generator %.1f µs\n", r.RelayCPUMicrosPerRequest, r.LoadCPUMicrosPerRequest)
 	fmt.Fprintf(out, "  subscriptions held %d, callbacks verified %d, deliveries %d, caps held %v\n", r.Subscriptions, r.Verified, r.Deliveries, r.CapHeld)
 	fmt.Fprintf(out, "  appends (%d agents, %.0f events/s): p50/p99 before %.2f/%.2f ms, during %.2f/%.2f ms, after %.2f/%.2f ms; p99 during/before %.2f, during/after %.2f; errors %d\n",
 		r.Agents, r.EventsPerSecond, r.BeforeP50Millis, r.BeforeP99Millis, r.FloodP50Millis, r.FloodP99Millis, r.AfterP50Millis, r.AfterP99Millis,
@@ -313,6 +319,8 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	// phase's length has passed.
 	var sent atomic.Int64
 	var answersMu sync.Mutex
+	relayCPU0, _ := cpuTime(pid)
+	loadCPU0, _ := cpuTime(os.Getpid())
 	floodStart := time.Now()
 	var floodDone atomic.Bool
 	var fwg sync.WaitGroup
@@ -365,6 +373,12 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	}
 	res.FloodSeconds = time.Duration(floodEnd.Load() - floodStart.UnixNano()).Seconds()
 	res.FloodPerSecond = float64(c.Requests) / res.FloodSeconds
+	if relayCPU1, ok := cpuTime(pid); ok {
+		res.RelayCPUMicrosPerRequest = float64(relayCPU1-relayCPU0) / float64(time.Microsecond) / float64(c.Requests)
+	}
+	if loadCPU1, ok := cpuTime(os.Getpid()); ok {
+		res.LoadCPUMicrosPerRequest = float64(loadCPU1-loadCPU0) / float64(time.Microsecond) / float64(c.Requests)
+	}
 	runPhase(2, timeUp(c.Quiet))
 	stopSample()
 
