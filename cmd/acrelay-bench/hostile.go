@@ -55,17 +55,17 @@ type hostileConfig struct {
 }
 
 type hostileResult struct {
-	Requests        int     `json:"requests"`
-	FloodAddresses  int     `json:"flood_addresses"`
-	FloodSeconds    float64 `json:"flood_seconds"`
-	FloodPerSecond  float64 `json:"flood_requests_per_second"`
+	Requests       int     `json:"requests"`
+	FloodAddresses int     `json:"flood_addresses"`
+	FloodSeconds   float64 `json:"flood_seconds"`
+	FloodPerSecond float64 `json:"flood_requests_per_second"`
 	// CPU per flood request over the flood (agents' appends and
 	// deliveries included in the relay's): the relay's and this
 	// process's (the load generator's, flood and agents).
 	RelayCPUMicrosPerRequest float64 `json:"relay_cpu_us_per_request"`
 	LoadCPUMicrosPerRequest  float64 `json:"load_cpu_us_per_request"`
-	Agents          int     `json:"agents"`
-	EventsPerSecond float64 `json:"events_per_second"`
+	Agents                   int     `json:"agents"`
+	EventsPerSecond          float64 `json:"events_per_second"`
 	// Append latency (201 received) of the agents: before the flood (no
 	// subscriptions), during it, and after it (the subscriptions it made
 	// held and served, no more requests).
