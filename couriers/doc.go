@@ -22,7 +22,10 @@
 //     target that hangs holds one slot of the courier's Concurrency and
 //     one of its host's HostLimit, never more; workers queue for their
 //     host's slot before taking a global one, so one dead host cannot
-//     starve the others.
+//     starve the others. A target whose last delivery took
+//     Options.SlowDelivery or longer gets only a quarter of its host's
+//     slots (hostslots.go), so a host's hanging targets cannot starve its
+//     healthy ones once each has timed out.
 //   - A failed delivery backs off exponentially with jitter between the
 //     courier's Backoff bounds; the count and the time of the next attempt
 //     are stored (store.Couriers.RecordFailure), so a restarted process

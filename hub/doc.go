@@ -10,6 +10,11 @@
 // behave as plain WebSub. Subscriptions and pending verifications live in
 // the store (store.WebSub), so a restart loses no accepted request.
 //
+// Caps (Options.Limits, limits.go): subscriptions per topic, per callback
+// host and per project, and pending verifications per callback host, each
+// refused with 409 and a stable code before anything is stored or
+// requested (docs/operating.md "Limits").
+//
 // What it does not do: deliver content (the WebSub courier tails each
 // subscription's cursor and signs deliveries), take hub.mode=publish from
 // external publishers, or read bearer tokens itself (the relay owns

@@ -37,10 +37,14 @@ type WebSubLimits interface {
 
 // CallbackHost is the host a callback is counted under: the authority
 // between the first "://" and the first "/" or "?" after it (port
-// included), ASCII lower case. The stores' callback_host column computes
-// the same in SQL, so it is spelled as string steps, not url.Parse.
+// included), ASCII lower case; "" without "://". The stores'
+// callback_host column computes the same in SQL, so it is spelled as
+// string steps, not url.Parse.
 func CallbackHost(callback string) string {
-	_, rest, _ := strings.Cut(callback, "://")
+	_, rest, ok := strings.Cut(callback, "://")
+	if !ok {
+		return ""
+	}
 	if i := strings.IndexByte(rest, '/'); i >= 0 {
 		rest = rest[:i]
 	}

@@ -55,12 +55,17 @@ type hostileConfig struct {
 }
 
 type hostileResult struct {
-	Requests        int     `json:"requests"`
-	FloodAddresses  int     `json:"flood_addresses"`
-	FloodSeconds    float64 `json:"flood_seconds"`
-	FloodPerSecond  float64 `json:"flood_requests_per_second"`
-	Agents          int     `json:"agents"`
-	EventsPerSecond float64 `json:"events_per_second"`
+	Requests       int     `json:"requests"`
+	FloodAddresses int     `json:"flood_addresses"`
+	FloodSeconds   float64 `json:"flood_seconds"`
+	FloodPerSecond float64 `json:"flood_requests_per_second"`
+	// CPU per flood request over the flood (agents' appends and
+	// deliveries included in the relay's): the relay's and this
+	// process's (the load generator's, flood and agents).
+	RelayCPUMicrosPerRequest float64 `json:"relay_cpu_us_per_request"`
+	LoadCPUMicrosPerRequest  float64 `json:"load_cpu_us_per_request"`
+	Agents                   int     `json:"agents"`
+	EventsPerSecond          float64 `json:"events_per_second"`
 	// Append latency (201 received) of the agents: before the flood (no
 	// subscriptions), during it, and after it (the subscriptions it made
 	// held and served, no more requests).
@@ -76,6 +81,8 @@ type hostileResult struct {
 	P99RatioAfter float64 `json:"p99_ratio_after"`
 	// The hub's answers to the flood, by status and code.
 	Answers map[string]int `json:"answers"`
+	// Refusals is acrelay_limit_refusals_total by limit, from /metrics.
+	Refusals map[string]int `json:"refusals"`
 	// What the relay holds after the flood's verifications settled.
 	Subscriptions int     `json:"subscriptions"`
 	Verified      int64   `json:"callbacks_verified"`
@@ -148,6 +155,7 @@ func printHostile(out io.Writer, asJSON bool, r hostileResult) {
 	slices.Sort(codes)
 	fmt.Fprintf(out, "hostile: %d subscribe requests from %d addresses in %.1f s (%.0f/s); answers: %s\n",
 		r.Requests, r.FloodAddresses, r.FloodSeconds, r.FloodPerSecond, strings.Join(codes, ", "))
+	fmt.Fprintf(out, "  CPU per flood request: relay %.1f µs, load generator %.1f µs\n", r.RelayCPUMicrosPerRequest, r.LoadCPUMicrosPerRequest)
 	fmt.Fprintf(out, "  subscriptions held %d, callbacks verified %d, deliveries %d, caps held %v\n", r.Subscriptions, r.Verified, r.Deliveries, r.CapHeld)
 	fmt.Fprintf(out, "  appends (%d agents, %.0f events/s): p50/p99 before %.2f/%.2f ms, during %.2f/%.2f ms, after %.2f/%.2f ms; p99 during/before %.2f, during/after %.2f; errors %d\n",
 		r.Agents, r.EventsPerSecond, r.BeforeP50Millis, r.BeforeP99Millis, r.FloodP50Millis, r.FloodP99Millis, r.AfterP50Millis, r.AfterP99Millis,
@@ -311,6 +319,8 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	// phase's length has passed.
 	var sent atomic.Int64
 	var answersMu sync.Mutex
+	relayCPU0, _ := cpuTime(pid)
+	loadCPU0, _ := cpuTime(os.Getpid())
 	floodStart := time.Now()
 	var floodDone atomic.Bool
 	var fwg sync.WaitGroup
@@ -363,6 +373,12 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	}
 	res.FloodSeconds = time.Duration(floodEnd.Load() - floodStart.UnixNano()).Seconds()
 	res.FloodPerSecond = float64(c.Requests) / res.FloodSeconds
+	if relayCPU1, ok := cpuTime(pid); ok {
+		res.RelayCPUMicrosPerRequest = float64(relayCPU1-relayCPU0) / float64(time.Microsecond) / float64(c.Requests)
+	}
+	if loadCPU1, ok := cpuTime(os.Getpid()); ok {
+		res.LoadCPUMicrosPerRequest = float64(loadCPU1-loadCPU0) / float64(time.Microsecond) / float64(c.Requests)
+	}
 	runPhase(2, timeUp(c.Quiet))
 	stopSample()
 
@@ -372,11 +388,11 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	if hwm, err := procStatus(pid, "VmHWM:"); err == nil && float64(hwm)/(1<<20) > res.PeakRSSMiB {
 		res.PeakRSSMiB = float64(hwm) / (1 << 20)
 	}
-	subs, err := relaySubscriptions(client, r.url, r.opToken)
+	subs, refusals, err := relayMetrics(client, r.url, r.opToken)
 	if err != nil {
 		return res, err
 	}
-	res.Subscriptions = subs
+	res.Subscriptions, res.Refusals = subs, refusals
 	res.Verified = sink.nVerified.Load()
 	res.Deliveries = sink.deliveries.Load()
 	accepted := res.Answers["202"]
@@ -443,27 +459,42 @@ func procStatus(pid int, field string) (int64, error) {
 // relaySubscriptions sums acrelay_websub_subscriptions from the relay's
 // /metrics (operator token).
 func relaySubscriptions(client *http.Client, url, opToken string) (int, error) {
+	n, _, err := relayMetrics(client, url, opToken)
+	return n, err
+}
+
+// relayMetrics reads the relay's /metrics (operator token): the sum of
+// acrelay_websub_subscriptions, and acrelay_limit_refusals_total by limit.
+func relayMetrics(client *http.Client, url, opToken string) (subs int, refusals map[string]int, err error) {
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+opToken)
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("/metrics: status %d", resp.StatusCode)
+		return 0, nil, fmt.Errorf("/metrics: status %d", resp.StatusCode)
 	}
-	n := 0
+	refusals = map[string]int{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "acrelay_websub_subscriptions{") {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			n += int(v)
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		switch {
+		case strings.HasPrefix(line, "acrelay_websub_subscriptions{"):
+			subs += int(v)
+		case strings.HasPrefix(line, `acrelay_limit_refusals_total{limit="`):
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, `acrelay_limit_refusals_total{limit="`), `"`)
+			refusals[name] = int(v)
 		}
 	}
-	return n, sc.Err()
+	return subs, refusals, sc.Err()
 }
 
 // storedEventIDs pages through a repository's events.

@@ -34,6 +34,17 @@ func TestHostileBench(t *testing.T) {
 		r.Answers["202"]+refused+r.Answers["429 rate_limited"] != 400 {
 		t.Errorf("caps: %+v", r)
 	}
+	// Every refusal is counted in /metrics under its limit.
+	for limit, answer := range map[string]string{"client_rate": "429 rate_limited",
+		"websub_topic_subscriptions": "409 hub_topic_subscriptions_limit", "websub_host_subscriptions": "409 hub_host_subscriptions_limit",
+		"websub_project_subscriptions": "409 hub_project_subscriptions_limit", "websub_host_verifications": "409 hub_host_verifications_limit"} {
+		if r.Refusals[limit] != r.Answers[answer] {
+			t.Errorf("acrelay_limit_refusals_total{limit=%q} = %d, answers %q = %d", limit, r.Refusals[limit], answer, r.Answers[answer])
+		}
+	}
+	if r.Refusals["token_rate"] != 0 {
+		t.Errorf("token_rate refusals %d: the agents post under their rate", r.Refusals["token_rate"])
+	}
 	if r.Lost != 0 || r.Acknowledged == 0 || r.Stored != r.Acknowledged || r.AppendErrors != 0 {
 		t.Errorf("events: acknowledged %d, stored %d, lost %d, errors %d", r.Acknowledged, r.Stored, r.Lost, r.AppendErrors)
 	}

@@ -9,10 +9,12 @@
 
 -- +goose Up
 ALTER TABLE websub_subscriptions ADD COLUMN callback_host text COLLATE "C" GENERATED ALWAYS AS (
-    lower(split_part(split_part(substr(callback, strpos(callback, '://') + 3), '/', 1), '?', 1))
+    CASE WHEN strpos(callback, '://') = 0 THEN '' ELSE
+    lower(split_part(split_part(substr(callback, strpos(callback, '://') + 3), '/', 1), '?', 1)) END
 ) STORED;
 ALTER TABLE websub_verifications ADD COLUMN callback_host text COLLATE "C" GENERATED ALWAYS AS (
-    lower(split_part(split_part(substr(callback, strpos(callback, '://') + 3), '/', 1), '?', 1))
+    CASE WHEN strpos(callback, '://') = 0 THEN '' ELSE
+    lower(split_part(split_part(substr(callback, strpos(callback, '://') + 3), '/', 1), '?', 1)) END
 ) STORED;
 CREATE INDEX websub_subscriptions_host ON websub_subscriptions (callback_host, expires_at);
 CREATE INDEX websub_verifications_topic ON websub_verifications (project_id, topic);

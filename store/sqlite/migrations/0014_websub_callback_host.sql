@@ -9,12 +9,16 @@
 
 -- +goose Up
 ALTER TABLE websub_subscriptions ADD COLUMN callback_host TEXT GENERATED ALWAYS AS (
+    CASE WHEN instr(callback, '://') = 0 THEN '' ELSE
     lower(substr(substr(substr(callback, instr(callback, '://') + 3), 1, instr(substr(callback, instr(callback, '://') + 3) || '/', '/') - 1),
                  1, instr(substr(substr(callback, instr(callback, '://') + 3), 1, instr(substr(callback, instr(callback, '://') + 3) || '/', '/') - 1) || '?', '?') - 1))
+    END
 ) VIRTUAL;
 ALTER TABLE websub_verifications ADD COLUMN callback_host TEXT GENERATED ALWAYS AS (
+    CASE WHEN instr(callback, '://') = 0 THEN '' ELSE
     lower(substr(substr(substr(callback, instr(callback, '://') + 3), 1, instr(substr(callback, instr(callback, '://') + 3) || '/', '/') - 1),
                  1, instr(substr(substr(callback, instr(callback, '://') + 3), 1, instr(substr(callback, instr(callback, '://') + 3) || '/', '/') - 1) || '?', '?') - 1))
+    END
 ) VIRTUAL;
 CREATE INDEX websub_subscriptions_host ON websub_subscriptions (callback_host, expires_at);
 CREATE INDEX websub_verifications_topic ON websub_verifications (project_id, topic);
