@@ -20,6 +20,7 @@ func RunMatrix(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"matrix/bindings", testMatrixBindings},
 		{"matrix/sent", testMatrixSent},
+		{"matrix/sent_bound", testMatrixSentBound},
 		{"matrix/submissions", testMatrixSubmissions},
 		{"matrix/submission_retry", testMatrixSubmissionRetry},
 		{"matrix/submission_housekeeping", testMatrixSubmissionHousekeeping},
@@ -67,6 +68,31 @@ func testMatrixBindings(t *testing.T, s store.Store) {
 	wantErr(t, "delete twice", s.DeleteMatrixBinding(ctx, p.ID, a.ID), store.ErrNotFound)
 	if bs := must[[]store.MatrixBinding](t, "list")(s.MatrixBindings(ctx, p.ID)); len(bs) != 1 || bs[0].ID != b.ID {
 		t.Errorf("bindings after delete = %+v", bs)
+	}
+}
+
+// testMatrixSentBound: storing a sent part answers whether its binding
+// still exists, and stores the part either way.
+func testMatrixSentBound(t *testing.T, s store.Store) {
+	p := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID()))
+	b := must[store.MatrixBinding](t, "bind")(s.CreateMatrixBinding(ctx, store.MatrixBinding{ID: NewUUID(), ProjectID: p.ID, RoomID: "!r:x"}))
+	part := store.MatrixSent{RoomID: "!r:x", EventID: "sha256:aa", Part: store.MatrixPartRecord, MatrixEventID: "$1"}
+	if bound := must[bool](t, "record")(s.RecordMatrixSentBound(ctx, part, p.ID, b.ID)); !bound {
+		t.Error("bound = false for a live binding")
+	}
+	if bound := must[bool](t, "another project")(s.RecordMatrixSentBound(ctx, part, NewUUID(), b.ID)); bound {
+		t.Error("bound = true under another project")
+	}
+	if err := s.DeleteMatrixBinding(ctx, p.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	notice := store.MatrixSent{RoomID: "!r:x", EventID: "sha256:aa", Part: store.MatrixPartNotice, MatrixEventID: "$2"}
+	if bound := must[bool](t, "after unbinding")(s.RecordMatrixSentBound(ctx, notice, p.ID, b.ID)); bound {
+		t.Error("bound = true after the binding was deleted")
+	}
+	got := must[[]store.MatrixSent](t, "sent")(s.MatrixSentParts(ctx, "!r:x", []string{"sha256:aa"}))
+	if len(got) != 2 || got[0] != notice || got[1] != part {
+		t.Errorf("sent parts = %+v, want the notice and the record, each stored once", got)
 	}
 }
 
