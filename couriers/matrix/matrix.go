@@ -36,7 +36,8 @@ type Store interface {
 // NewClient returns a mautrix client for the courier: with the
 // application service's as_token (userID is its sender) or a bot's access
 // token. Its own retries are off: the courier owns every retry (a 429
-// waits retry_after_ms from the body, which mautrix's retry ignores).
+// waits what the homeserver asks, Retry-After or retry_after_ms in the body,
+// the longer; mautrix's own retry reads only the header).
 func NewClient(homeserverURL string, userID id.UserID, accessToken string) (*mautrix.Client, error) {
 	cli, err := mautrix.NewClient(homeserverURL, userID, accessToken)
 	if err != nil {

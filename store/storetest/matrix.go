@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func RunMatrix(t *testing.T, open func(t *testing.T) store.Store) {
 		{"matrix/sent_bound", testMatrixSentBound},
 		{"matrix/submissions", testMatrixSubmissions},
 		{"matrix/submission_retry", testMatrixSubmissionRetry},
+		{"matrix/submission_claims_concurrent", testMatrixSubmissionClaimsConcurrent},
 		{"matrix/submission_housekeeping", testMatrixSubmissionHousekeeping},
 		{"ui_sessions", testUISessions},
 	}
@@ -230,6 +232,49 @@ func testMatrixSubmissionRetry(t *testing.T, s store.Store) {
 	}
 	if p := must[[]store.MatrixSubmission](t, "claim last")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour)); ids(p) != "$3" {
 		t.Errorf("claim last = %s, want $3 (not the final $1, not the held $2)", ids(p))
+	}
+}
+
+// testMatrixSubmissionClaimsConcurrent: four claimants (as four relay
+// processes) claiming at once take every submission exactly once.
+func testMatrixSubmissionClaimsConcurrent(t *testing.T, s store.Store) {
+	var subs []store.MatrixSubmission
+	for i := range 60 {
+		subs = append(subs, store.MatrixSubmission{MatrixEventID: fmt.Sprintf("$%02d", i), RoomID: "!r:x", Sender: "@u:x", Event: []byte(`{}`)})
+	}
+	if err := s.EnqueueMatrixSubmissions(ctx, subs, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				p, err := s.ClaimMatrixSubmissions(ctx, 3, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(p) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, x := range p {
+					claimed[x.MatrixEventID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != len(subs) {
+		t.Errorf("%d of %d submissions claimed", len(claimed), len(subs))
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("%s claimed %d times, want once", id, n)
+		}
 	}
 }
 
