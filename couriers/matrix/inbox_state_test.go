@@ -107,11 +107,11 @@ func TestMatrixBotLimitedTimeline(t *testing.T) {
 	go func() { defer close(done); _ = in.Sync(syncCtx) }()
 	e.inviteBot(cli)
 	key := "sync:" + e.botID.String()
-	// Wait for a sync after the join, so the next one starts in the room.
-	first, _ := e.st.MatrixSyncToken(ctx, key)
-	waitFor(t, 20*time.Second, "a sync after the join", func() bool {
+	// A stored since token (the next sync is not a first sync, which
+	// would start at the present).
+	waitFor(t, 20*time.Second, "a stored since token", func() bool {
 		tok, err := e.st.MatrixSyncToken(ctx, key)
-		return err == nil && tok != "" && tok != first
+		return err == nil && tok != ""
 	})
 	stopSync()
 	<-done
