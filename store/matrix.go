@@ -87,6 +87,11 @@ type Matrix interface {
 	// RecordMatrixSent stores s; storing the same (room, event, part)
 	// again keeps the first Matrix event id.
 	RecordMatrixSent(ctx context.Context, s MatrixSent) error
+	// RecordMatrixSentBound is RecordMatrixSent that also reports whether
+	// the binding (projectID, bindingID) still exists, in the same
+	// statement: the courier learns of an unbinding before its next
+	// record without a binding read per record.
+	RecordMatrixSentBound(ctx context.Context, s MatrixSent, projectID, bindingID string) (bool, error)
 	// MatrixSentParts returns the stored parts of eventIDs in roomID.
 	MatrixSentParts(ctx context.Context, roomID string, eventIDs []string) ([]MatrixSent, error)
 

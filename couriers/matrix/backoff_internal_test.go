@@ -1,8 +1,13 @@
 package matrix
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	"maunium.net/go/mautrix"
 )
 
 // TestBackoffJitter: the n-th wait is drawn from the upper half of
@@ -50,6 +55,31 @@ func TestRetryAfterHeader(t *testing.T) {
 	} {
 		if got := retryAfterHeader(v, now); got != want {
 			t.Errorf("retryAfterHeader(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestRefused: only the homeserver's 4xx refusals of the reply path
+// (not a 429) count toward giving a submission up.
+func TestRefused(t *testing.T) {
+	he := func(status int, code string) error {
+		return mautrix.HTTPError{Response: &http.Response{StatusCode: status}, RespError: &mautrix.RespError{ErrCode: code}}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"not in the room", fmt.Errorf("%w: send: %w", errReply, he(403, "M_FORBIDDEN")), true},
+		{"room gone", fmt.Errorf("%w: reconcile: %w", errReply, he(404, "M_NOT_FOUND")), true},
+		{"throttled", fmt.Errorf("%w: send: %w", errReply, he(429, "M_LIMIT_EXCEEDED")), false},
+		{"homeserver down", fmt.Errorf("%w: send: %w", errReply, he(502, "M_UNKNOWN")), false},
+		{"no answer", fmt.Errorf("%w: send: %w", errReply, mautrix.HTTPError{Message: "request error", WrappedError: errors.New("connection refused")}), false},
+		{"a 403 outside the reply path", he(403, "M_FORBIDDEN"), false},
+		{"log unavailable", fmt.Errorf("%w: store unavailable", errTransient), false},
+	} {
+		if got := refused(tc.err); got != tc.want {
+			t.Errorf("%s: refused = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -358,13 +358,28 @@ type lossyStore struct {
 }
 
 func (l *lossyStore) RecordMatrixSent(ctx context.Context, s store.MatrixSent) error {
+	if err := l.lose(); err != nil {
+		return err
+	}
+	return l.DB.RecordMatrixSent(ctx, s)
+}
+
+func (l *lossyStore) RecordMatrixSentBound(ctx context.Context, s store.MatrixSent, projectID, bindingID string) (bool, error) {
+	if err := l.lose(); err != nil {
+		return false, err
+	}
+	return l.DB.RecordMatrixSentBound(ctx, s, projectID, bindingID)
+}
+
+// lose fails the first drop writes.
+func (l *lossyStore) lose() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n < l.drop {
 		l.n++
 		return fmt.Errorf("crash after send: %w", store.ErrUnavailable)
 	}
-	return l.DB.RecordMatrixSent(ctx, s)
+	return nil
 }
 
 func (l *lossyStore) dropped() int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,9 +68,11 @@ type Inbox struct {
 	Logger *slog.Logger
 	// MaxAttempts is how many attempts a submission gets before it is
 	// given up (store.MatrixSubmissionGaveUp) while the homeserver refuses
-	// or fails its reply; default 10 (waits of 1 s doubling to 10 min:
-	// about 40 min in all). An unavailable log never gives a submission
-	// up: it waits until the log takes it.
+	// its reply (a 4xx other than 429: the relay is not in the room, may
+	// not post, the room is gone); default 10 (waits of 1 s doubling: 4
+	// to 9 minutes in all). Failures that may pass — a 429, a 5xx, no
+	// answer, an unavailable log — never give a submission up: it is
+	// retried, at least every 10 minutes, until they pass.
 	MaxAttempts int
 
 	once    sync.Once
@@ -342,8 +345,16 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 	actx, cancel := context.WithTimeout(ctx, answerTimeout)
 	err := in.answer(actx, s)
 	cancel()
-	if err == nil || ctx.Err() != nil {
-		return // answered, or stopping: the claim lapses and it is due again
+	if err == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		// Stopping: release the claim so the next process takes it at
+		// once (it reconciles: this attempt is counted).
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = in.Store.RetryMatrixSubmission(rctx, s.MatrixEventID, 0, "relay stopped mid-answer")
+		cancel()
+		return
 	}
 	log := in.logger().With("matrix_event_id", s.MatrixEventID, "room_id", s.RoomID, "attempts", s.Attempts)
 	maxAttempts := in.MaxAttempts
@@ -351,7 +362,7 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		maxAttempts = defaultAttempts
 	}
 	reason := shortError(err)
-	if homeserverFault(err) && s.Attempts >= maxAttempts {
+	if refused(err) && s.Attempts >= maxAttempts {
 		if gerr := in.Store.GiveUpMatrixSubmission(ctx, s.MatrixEventID, reason); gerr != nil {
 			log.Warn("give up matrix submission", "err", gerr)
 			return
@@ -366,12 +377,17 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 	log.Warn("answer matrix submission", "retry_in", wait, "err", err)
 }
 
-// homeserverFault reports an error of the homeserver's answer (an HTTP
-// error status, or no answer at all), as opposed to our own store or log
-// being unavailable, which never gives a submission up.
-func homeserverFault(err error) bool {
+// refused reports the homeserver refusing the reply path (sending the
+// reply, or reading the room's history for an earlier one) with a 4xx
+// other than 429: a refusal that retrying does not mend. A 429, a 5xx, no
+// answer, or our own store or log unavailable may pass.
+func refused(err error) bool {
 	var he mautrix.HTTPError
-	return errors.As(err, &he) || errors.Is(err, errReply)
+	if !errors.Is(err, errReply) || !errors.As(err, &he) || he.Response == nil {
+		return false
+	}
+	code := he.Response.StatusCode
+	return code >= 400 && code < 500 && code != http.StatusTooManyRequests
 }
 
 // errReply marks a failure of the reply path (sending it, or reading the

@@ -29,13 +29,15 @@ type Store interface {
 	MatrixBindings(ctx context.Context, projectID string) ([]store.MatrixBinding, error)
 	MatrixBinding(ctx context.Context, projectID, id string) (store.MatrixBinding, error)
 	RecordMatrixSent(ctx context.Context, s store.MatrixSent) error
+	RecordMatrixSentBound(ctx context.Context, s store.MatrixSent, projectID, bindingID string) (bool, error)
 	MatrixSentParts(ctx context.Context, roomID string, eventIDs []string) ([]store.MatrixSent, error)
 }
 
 // NewClient returns a mautrix client for the courier: with the
 // application service's as_token (userID is its sender) or a bot's access
 // token. Its own retries are off: the courier owns every retry (a 429
-// waits retry_after_ms from the body, which mautrix's retry ignores).
+// waits what the homeserver asks, Retry-After or retry_after_ms in the body,
+// the longer; mautrix's own retry reads only the header).
 func NewClient(homeserverURL string, userID id.UserID, accessToken string) (*mautrix.Client, error) {
 	cli, err := mautrix.NewClient(homeserverURL, userID, accessToken)
 	if err != nil {
@@ -162,12 +164,20 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 		}
 		c.setTrusted(b.ID, true)
 	}
+	// An unbinding takes effect before the next record. Each part's write
+	// (RecordMatrixSentBound) says whether the binding still exists, so
+	// that costs no read per record; only after a record whose parts had
+	// all been sent before is the binding read.
+	bound, known := true, true
 	for i, r := range todo {
-		if i > 0 { // an unbinding takes effect before the next record
-			if _, err := c.Store.MatrixBinding(ctx, projectID, t.ID); errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
-			}
+		if i > 0 && !known {
+			_, err := c.Store.MatrixBinding(ctx, projectID, t.ID)
+			bound = !errors.Is(err, store.ErrNotFound)
 		}
+		if !bound {
+			return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
+		}
+		known = false
 		content, full := recordContent(c.PublicURL, r)
 		for _, part := range []string{store.MatrixPartRecord, store.MatrixPartNotice} {
 			if sent[r.EventID+"\x00"+part] {
@@ -181,9 +191,11 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 			if err != nil {
 				return fmt.Errorf("send %s %s: %w", part, r.EventID, err)
 			}
-			if err := c.Store.RecordMatrixSent(ctx, store.MatrixSent{RoomID: b.RoomID, EventID: r.EventID, Part: part, MatrixEventID: resp.EventID.String()}); err != nil {
+			bound, err = c.Store.RecordMatrixSentBound(ctx, store.MatrixSent{RoomID: b.RoomID, EventID: r.EventID, Part: part, MatrixEventID: resp.EventID.String()}, projectID, b.ID)
+			if err != nil {
 				return err
 			}
+			known = true
 		}
 	}
 	return nil

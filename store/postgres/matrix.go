@@ -26,6 +26,11 @@ const (
 
 	insertMatrixSent = `INSERT INTO matrix_sent (room_id, event_id, part, matrix_event_id, sent_at)
 		VALUES ($1, $2, $3, $4, ` + nowMS + `) ON CONFLICT DO NOTHING`
+	// insertMatrixSentBound is insertMatrixSent answering whether the
+	// binding $5/$6 still exists, in one statement.
+	insertMatrixSentBound = `WITH ins AS (INSERT INTO matrix_sent (room_id, event_id, part, matrix_event_id, sent_at)
+		    VALUES ($1, $2, $3, $4, ` + nowMS + `) ON CONFLICT DO NOTHING)
+		SELECT EXISTS (SELECT 1 FROM matrix_bindings WHERE project_id = $5 AND binding_id = $6)`
 	selectMatrixSent = `SELECT room_id, event_id, part, matrix_event_id FROM matrix_sent
 		WHERE room_id = $1 AND event_id = ANY($2::text[]) ORDER BY event_id, part`
 
@@ -138,6 +143,14 @@ func (db *DB) MatrixBoundProjects(ctx context.Context) ([]string, error) {
 func (db *DB) RecordMatrixSent(ctx context.Context, s store.MatrixSent) error {
 	_, err := db.pool.Exec(ctx, insertMatrixSent, s.RoomID, s.EventID, s.Part, s.MatrixEventID)
 	return mapErr("record matrix sent", err)
+}
+
+// RecordMatrixSentBound stores s and reports whether the binding still
+// exists, in one statement. See store.Matrix.
+func (db *DB) RecordMatrixSentBound(ctx context.Context, s store.MatrixSent, projectID, bindingID string) (bool, error) {
+	var bound bool
+	err := db.pool.QueryRow(ctx, insertMatrixSentBound, s.RoomID, s.EventID, s.Part, s.MatrixEventID, projectID, bindingID).Scan(&bound)
+	return bound, mapErr("record matrix sent", err)
 }
 
 // MatrixSentParts returns the stored parts of eventIDs. See store.Matrix.

@@ -24,7 +24,8 @@ const (
 
 	insertMatrixSent = `INSERT INTO matrix_sent (room_id, event_id, part, matrix_event_id, sent_at)
 		VALUES (?, ?, ?, ?, ` + nowMS + `) ON CONFLICT DO NOTHING`
-	selectMatrixSent = `SELECT room_id, event_id, part, matrix_event_id FROM matrix_sent
+	selectMatrixBound = `SELECT EXISTS (SELECT 1 FROM matrix_bindings WHERE project_id = ? AND binding_id = ?)`
+	selectMatrixSent  = `SELECT room_id, event_id, part, matrix_event_id FROM matrix_sent
 		WHERE room_id = ?1 AND event_id IN (SELECT value FROM json_each(?2)) ORDER BY event_id, part`
 
 	insertMatrixSubmission = `INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, received_at, next_attempt_at)
@@ -143,6 +144,19 @@ func (db *DB) MatrixBoundProjects(ctx context.Context) ([]string, error) {
 func (db *DB) RecordMatrixSent(ctx context.Context, s store.MatrixSent) error {
 	_, err := db.w.ExecContext(ctx, insertMatrixSent, s.RoomID, s.EventID, s.Part, s.MatrixEventID)
 	return mapErr("record matrix sent", err)
+}
+
+// RecordMatrixSentBound stores s and reports whether the binding still
+// exists, in one transaction. See store.Matrix.
+func (db *DB) RecordMatrixSentBound(ctx context.Context, s store.MatrixSent, projectID, bindingID string) (bool, error) {
+	var bound bool
+	err := db.writeTx(ctx, "record matrix sent", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, insertMatrixSent, s.RoomID, s.EventID, s.Part, s.MatrixEventID); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, selectMatrixBound, projectID, bindingID).Scan(&bound)
+	})
+	return bound, err
 }
 
 // MatrixSentParts returns the stored parts of eventIDs. See store.Matrix.

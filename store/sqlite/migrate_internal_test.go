@@ -76,3 +76,57 @@ func TestMigration0005FillsThreadEvents(t *testing.T) {
 		t.Fatalf("events_thread after 0005: %d, %v", n, err)
 	}
 }
+
+// TestMigration0015KeepsSubmissions: Matrix submissions stored before
+// migration 0015 keep their state: an answered one becomes final as
+// replied, a pending one is due at once with no attempts counted.
+func TestMigration0015KeepsSubmissions(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	db, err := OpenWith(ctx, path, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	sub, _ := fs.Sub(migrations, "migrations")
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 14); err != nil {
+		t.Fatalf("down to 14: %v", err)
+	}
+	if _, err := raw.Exec(`INSERT INTO matrix_submissions (matrix_event_id, room_id, sender, event, outcome, reply_event_id, done, received_at) VALUES
+		('$answered', '!r:x', '@u:x', '{}', '{"ok":true}', '$reply', 1, '2026-01-02T03:04:05.678Z'),
+		('$pending', '!r:x', '@u:x', '{}', NULL, '', 0, '2026-01-02T03:04:06.000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	raw.Close()
+	db, err = OpenWith(ctx, path, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a, err := db.MatrixSubmission(ctx, "$answered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Final != "replied" || a.ReplyEventID != "$reply" || a.FinishedAt.Format(timeLayout) != "2026-01-02T03:04:05.678Z" || a.Attempts != 0 {
+		t.Errorf("answered after 0015 = %+v", a)
+	}
+	claimed, err := db.ClaimMatrixSubmissions(ctx, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 1 || claimed[0].MatrixEventID != "$pending" || claimed[0].Attempts != 1 || claimed[0].Final != "" {
+		t.Errorf("claimed after 0015 = %+v, want the pending one at its first attempt", claimed)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +21,10 @@ func RunMatrix(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"matrix/bindings", testMatrixBindings},
 		{"matrix/sent", testMatrixSent},
+		{"matrix/sent_bound", testMatrixSentBound},
 		{"matrix/submissions", testMatrixSubmissions},
 		{"matrix/submission_retry", testMatrixSubmissionRetry},
+		{"matrix/submission_claims_concurrent", testMatrixSubmissionClaimsConcurrent},
 		{"matrix/submission_housekeeping", testMatrixSubmissionHousekeeping},
 		{"ui_sessions", testUISessions},
 	}
@@ -67,6 +70,31 @@ func testMatrixBindings(t *testing.T, s store.Store) {
 	wantErr(t, "delete twice", s.DeleteMatrixBinding(ctx, p.ID, a.ID), store.ErrNotFound)
 	if bs := must[[]store.MatrixBinding](t, "list")(s.MatrixBindings(ctx, p.ID)); len(bs) != 1 || bs[0].ID != b.ID {
 		t.Errorf("bindings after delete = %+v", bs)
+	}
+}
+
+// testMatrixSentBound: storing a sent part answers whether its binding
+// still exists, and stores the part either way.
+func testMatrixSentBound(t *testing.T, s store.Store) {
+	p := must[store.Project](t, "project")(s.CreateProject(ctx, NewUUID()))
+	b := must[store.MatrixBinding](t, "bind")(s.CreateMatrixBinding(ctx, store.MatrixBinding{ID: NewUUID(), ProjectID: p.ID, RoomID: "!r:x"}))
+	part := store.MatrixSent{RoomID: "!r:x", EventID: "sha256:aa", Part: store.MatrixPartRecord, MatrixEventID: "$1"}
+	if bound := must[bool](t, "record")(s.RecordMatrixSentBound(ctx, part, p.ID, b.ID)); !bound {
+		t.Error("bound = false for a live binding")
+	}
+	if bound := must[bool](t, "another project")(s.RecordMatrixSentBound(ctx, part, NewUUID(), b.ID)); bound {
+		t.Error("bound = true under another project")
+	}
+	if err := s.DeleteMatrixBinding(ctx, p.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	notice := store.MatrixSent{RoomID: "!r:x", EventID: "sha256:aa", Part: store.MatrixPartNotice, MatrixEventID: "$2"}
+	if bound := must[bool](t, "after unbinding")(s.RecordMatrixSentBound(ctx, notice, p.ID, b.ID)); bound {
+		t.Error("bound = true after the binding was deleted")
+	}
+	got := must[[]store.MatrixSent](t, "sent")(s.MatrixSentParts(ctx, "!r:x", []string{"sha256:aa"}))
+	if len(got) != 2 || got[0] != notice || got[1] != part {
+		t.Errorf("sent parts = %+v, want the notice and the record, each stored once", got)
 	}
 }
 
@@ -204,6 +232,49 @@ func testMatrixSubmissionRetry(t *testing.T, s store.Store) {
 	}
 	if p := must[[]store.MatrixSubmission](t, "claim last")(s.ClaimMatrixSubmissions(ctx, 10, time.Hour)); ids(p) != "$3" {
 		t.Errorf("claim last = %s, want $3 (not the final $1, not the held $2)", ids(p))
+	}
+}
+
+// testMatrixSubmissionClaimsConcurrent: four claimants (as four relay
+// processes) claiming at once take every submission exactly once.
+func testMatrixSubmissionClaimsConcurrent(t *testing.T, s store.Store) {
+	var subs []store.MatrixSubmission
+	for i := range 60 {
+		subs = append(subs, store.MatrixSubmission{MatrixEventID: fmt.Sprintf("$%02d", i), RoomID: "!r:x", Sender: "@u:x", Event: []byte(`{}`)})
+	}
+	if err := s.EnqueueMatrixSubmissions(ctx, subs, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				p, err := s.ClaimMatrixSubmissions(ctx, 3, time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(p) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, x := range p {
+					claimed[x.MatrixEventID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != len(subs) {
+		t.Errorf("%d of %d submissions claimed", len(claimed), len(subs))
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("%s claimed %d times, want once", id, n)
+		}
 	}
 }
 
