@@ -271,7 +271,38 @@ func (g *Guard) CheckCallback(raw string) (*url.URL, error) {
 	if _, err := g.checkHost(u.Hostname(), strings.HasPrefix(u.Host, "["), port); err != nil {
 		return nil, err
 	}
+	if err := canonicalAuthority(u); err != nil {
+		return nil, err
+	}
 	return u, nil
+}
+
+// canonicalAuthority refuses a callback whose host or port is spelled
+// other than its one canonical way: a port with leading zeros or the
+// scheme's default port written out, a name with a trailing dot, an IPv6
+// literal not in RFC 5952 form. The hub's caps count callbacks per
+// host[:port] as written (store.CallbackHost), so every other spelling
+// of one listener would be a fresh cap; one spelling per listener keeps
+// the caps whole. Errors: ErrCallbackHost, wrapped with how to write it.
+func canonicalAuthority(u *url.URL) error {
+	if p := u.Port(); p != "" {
+		if p[0] == '0' {
+			return fmt.Errorf("%w: port with leading zeros", ErrCallbackHost)
+		}
+		if (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+			return fmt.Errorf("%w: leave out the scheme's default port", ErrCallbackHost)
+		}
+	}
+	h := u.Hostname()
+	if strings.HasSuffix(h, ".") {
+		return fmt.Errorf("%w: host with a trailing dot", ErrCallbackHost)
+	}
+	if strings.HasPrefix(u.Host, "[") {
+		if a, err := netip.ParseAddr(h); err == nil && a.String() != strings.ToLower(h) {
+			return fmt.Errorf("%w: IPv6 address not in RFC 5952 form (write %s)", ErrCallbackHost, a.String())
+		}
+	}
+	return nil
 }
 
 // CheckCallbackResolved is CheckCallback followed by resolving a named
