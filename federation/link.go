@@ -244,6 +244,10 @@ func (l *link) runBackfill(ctx context.Context) {
 func (l *link) runRegistry(ctx context.Context) {
 	t := time.NewTicker(l.m.opt.KeysInterval)
 	defer t.Stop()
+	// A remote that keeps failing is asked less often: the wait doubles
+	// from KeysInterval up to PollInterval, and only the first failure of
+	// a run is a warning (a misconfigured peer must not log every 2 s).
+	failures, wait, next := 0, time.Duration(0), time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,13 +255,27 @@ func (l *link) runRegistry(ctx context.Context) {
 		case <-t.C:
 		case <-l.kick:
 		}
+		if time.Now().Before(next) {
+			continue
+		}
 		before := l.keysImported.Load()
 		if err := l.syncKeys(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			l.log.Warn("federation: registry sync", "err", err)
+			failures++
+			wait = min(max(2*wait, l.m.opt.KeysInterval), max(l.m.opt.PollInterval, l.m.opt.KeysInterval))
+			next = time.Now().Add(wait)
+			if failures == 1 {
+				l.log.Warn("federation: registry sync", "err", err)
+			} else {
+				l.log.Debug("federation: registry sync", "err", err, "failures", failures, "retry_in", wait)
+			}
 			continue
+		}
+		if failures > 0 {
+			l.log.Info("federation: registry sync recovered", "failures", failures)
+			failures, wait, next = 0, 0, time.Time{}
 		}
 		if l.keysImported.Load() != before {
 			l.backfillNow()
