@@ -53,7 +53,7 @@ type serveConfig struct {
 
 	Limits     limitsConfig // cmd/acrelay/limits.go
 	Matrix     matrixConfig
-	Federation federationConfig // cmd/acrelay/peer_cmd.go
+	Federation federationConfig // cmd/acrelay/serve_federation.go
 }
 
 func newServeCmd() *cobra.Command {
