@@ -91,13 +91,22 @@ func (b Backoff) Wait(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// Store is what a Runner needs from the store.
+// Store is what a Runner needs from the store: the leases (lease.Store)
+// and the targets' cursors and failures of store.Couriers, the records
+// of store.Feed, the wake-ups of store.Advances, and each project's head.
+// store.Store satisfies it.
 type Store interface {
-	store.Couriers
+	lease.Store
+	TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error)
+	AdvanceCursors(ctx context.Context, lease store.Lease, advances []store.CursorAdvance) error
+	RecordFailure(ctx context.Context, lease store.Lease, target string, retryIn time.Duration, lastError string) (store.TargetState, error)
+	ForgetTarget(ctx context.Context, courier, projectID, target string) error
 	store.Feed
 	store.Advances
 	Head(ctx context.Context, projectID string) (seq int64, at time.Time, err error)
 }
+
+var _ Store = store.Store(nil)
 
 // Options tune a Runner; zero values take the defaults.
 type Options struct {

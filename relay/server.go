@@ -80,7 +80,7 @@ type Config struct {
 
 // Server serves the HTTP surface over one store.
 type Server struct {
-	st     store.Store
+	st     Store
 	cfg    Config
 	log    *slog.Logger
 	public string
@@ -94,7 +94,7 @@ type Server struct {
 }
 
 // New returns a Server over st. It starts no goroutines.
-func New(st store.Store, cfg Config) *Server {
+func New(st Store, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

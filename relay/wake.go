@@ -103,7 +103,18 @@ type wakeFanout struct {
 	maxToken int            // cap per token; < 0 means none
 }
 
-func newWakeFanout(st store.Store, log *slog.Logger, maxPerToken int) *wakeFanout {
+// wakeStore is what the wake fan-out reads: each project's active
+// identities (store.Registry), the newest record (store.Feed) and the
+// advances that start a fan-out (store.Advances).
+type wakeStore interface {
+	ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error)
+	recordsReader
+	store.Advances
+}
+
+var _ wakeStore = store.Store(nil)
+
+func newWakeFanout(st wakeStore, log *slog.Logger, maxPerToken int) *wakeFanout {
 	return &wakeFanout{reg: st, feed: st, advances: st, log: log, projects: make(map[string]*wakeProject), perToken: make(map[string]int), maxToken: maxPerToken}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,8 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/couriers"
-	websubcourier "github.com/acrelay/acrelay/couriers/websub"
-	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
@@ -56,7 +53,7 @@ type serveConfig struct {
 
 	Limits     limitsConfig // cmd/acrelay/limits.go
 	Matrix     matrixConfig
-	Federation federationConfig // cmd/acrelay/peer_cmd.go
+	Federation federationConfig // cmd/acrelay/serve_federation.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -89,23 +86,7 @@ keeps only its hash, which later starts use.`,
 	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
 	fs.DurationVar(&cfg.CourierLease, "courier-lease", 15*time.Second, "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
 	bindEnv(cmd, "courier-lease", "ACRELAY_COURIER_LEASE")
-	fs.DurationVar(&cfg.WebSubLeaseMin, "websub-lease-min", hub.DefaultLeaseMin, "shortest WebSub lease the hub grants; shorter requests are raised to it (ACRELAY_WEBSUB_LEASE_MIN)")
-	bindEnv(cmd, "websub-lease-min", "ACRELAY_WEBSUB_LEASE_MIN")
-	fs.DurationVar(&cfg.WebSubLeaseDefault, "websub-lease-default", hub.DefaultLeaseDefault, "WebSub lease granted when a subscriber asks for none (ACRELAY_WEBSUB_LEASE_DEFAULT)")
-	bindEnv(cmd, "websub-lease-default", "ACRELAY_WEBSUB_LEASE_DEFAULT")
-	fs.DurationVar(&cfg.WebSubLeaseMax, "websub-lease-max", hub.DefaultLeaseMax, "longest WebSub lease the hub grants; longer requests are cut to it (ACRELAY_WEBSUB_LEASE_MAX)")
-	bindEnv(cmd, "websub-lease-max", "ACRELAY_WEBSUB_LEASE_MAX")
-	fs.DurationVar(&cfg.WebSubRetryInitial, "websub-retry-initial", time.Minute, "first wait after a failed WebSub delivery; doubles per failure, with jitter (ACRELAY_WEBSUB_RETRY_INITIAL)")
-	bindEnv(cmd, "websub-retry-initial", "ACRELAY_WEBSUB_RETRY_INITIAL")
-	fs.DurationVar(&cfg.WebSubRetryMax, "websub-retry-max", time.Hour, "longest wait between WebSub delivery retries (ACRELAY_WEBSUB_RETRY_MAX)")
-	bindEnv(cmd, "websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX")
-	fs.DurationVar(&cfg.WebSubGiveUp, "websub-give-up", 24*time.Hour, "a subscription failing this long is marked failing (kept, retried at --websub-retry-max, until its lease ends) (ACRELAY_WEBSUB_GIVE_UP)")
-	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
-	fs.StringSliceVar(&cfg.WebSubPublishHubs, "websub-publish-hub", nil, "external WebSub hub to ping (hub.mode=publish) when a public topic has new records; repeatable (ACRELAY_WEBSUB_PUBLISH_HUBS, comma-separated)")
-	bindEnv(cmd, "websub-publish-hub", "ACRELAY_WEBSUB_PUBLISH_HUBS") // flag > environment > file, like every flag
-	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
-	fs.BoolVar(&cfg.WebSubAllowHTTPCallbacks, "websub-allow-http-callbacks", false, "let the hub take http callbacks although --public-url is https (refused by default: deliveries, private records included, would cross the network unencrypted) (ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS)")
-	bindEnv(cmd, "websub-allow-http-callbacks", "ACRELAY_WEBSUB_ALLOW_HTTP_CALLBACKS")
+	addWebSubFlags(cmd, fs, &cfg) // serve_websub.go
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	fs.StringVar(&cfg.OperatorToken, "operator-token", "", "server-wide operator token (prefer ACRELAY_OPERATOR_TOKEN, ACRELAY_OPERATOR_TOKEN_FILE or operator-token-file in --config; default: made and printed on first start)")
 	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
@@ -211,24 +192,12 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return fmt.Errorf("operator token: %w", err)
 	}
 
-	ln, err := listen("--addr", "ACRELAY_ADDR", cfg.Addr)
+	lns, err := bindListeners(cfg)
 	if err != nil {
 		return err
 	}
-	defer ln.Close()
-	var pln, mln net.Listener
-	if cfg.PprofAddr != "" {
-		if pln, err = listen("--pprof-addr", "ACRELAY_PPROF_ADDR", cfg.PprofAddr); err != nil {
-			return err
-		}
-		defer pln.Close()
-	}
-	if cfg.MetricsAddr != "" {
-		if mln, err = listen("--metrics-addr", "ACRELAY_METRICS_ADDR", cfg.MetricsAddr); err != nil {
-			return err
-		}
-		defer mln.Close()
-	}
+	defer lns.Close()
+	ln := lns.main
 	public := strings.TrimRight(cfg.PublicURL, "/")
 	if public == "" {
 		public = "http://" + ln.Addr().String()
@@ -246,15 +215,15 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	defer id.Close()
 	logger.Info("lease holder", "holder", id.ID, "reclaim", id.Reclaim)
-	if cfg.ExportDir != "" {
-		if err := os.MkdirAll(cfg.ExportDir, 0o700); err != nil {
-			return fmt.Errorf("export dir: %w", err)
-		}
-		runners = append(runners, couriers.NewRunner(st, couriers.Export{Dir: cfg.ExportDir, Feed: st},
-			couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}))
+	base := couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}
+	export, err := exportRunner(cfg, st, base) // serve_export.go
+	if err != nil {
+		return err
 	}
-	mx, err := openMatrix(ctx, cfg.Matrix, st, public,
-		couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult})
+	if export != nil {
+		runners = append(runners, export)
+	}
+	mx, err := openMatrix(ctx, cfg.Matrix, st, public, base) // serve_matrix.go
 	if err != nil {
 		return err
 	}
@@ -264,59 +233,36 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			defer mx.ln.Close()
 		}
 	}
-	// The hub asks the relay to authorize private topics; the relay routes
-	// /websub/hub to the hub and tells it of token revocations. Every
-	// outbound hub request (verification, denial, delivery) goes through
-	// one SSRF guard.
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: cfg.webSubAllowHosts(), OwnAddrs: []string{cfg.Addr, ln.Addr().String(), public}})
-	if err != nil {
-		return fmt.Errorf("--websub-allow-hosts (ACRELAY_WEBSUB_ALLOW_HOSTS): %w", err)
-	}
 	var srv *relay.Server
-	var websubRunner *couriers.Runner
-	// One process scans for subscriptions of revoked tokens (a relay-wide
-	// lease); every process verifies intent and sends the denials it queued.
-	revokedScan := lease.NewSingle(st, lease.Options{Name: "websub-revoked-scan", Holder: id, TTL: cfg.CourierLease, Logger: logger})
-	websub := hub.New(st, hub.Options{
-		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
-		Guard: guard, Logger: logger, RevokedCheckHeld: revokedScan.Held,
-		// spec/websub.md: in production callbacks must be https; a relay
-		// published over https is taken to be one, unless the operator
-		// allows http callbacks.
-		Production: strings.HasPrefix(public, "https://") && !cfg.WebSubAllowHTTPCallbacks,
-		Authorize:  func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
-		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
-		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
-	})
-	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger},
-		couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
-			Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}})
-	runners = append(runners, websubRunner)
-	if len(cfg.WebSubPublishHubs) > 0 {
-		// A batch whose pings keep failing is dropped after --websub-give-up,
-		// so a hub that never recovers holds back nothing for longer.
-		runners = append(runners, couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger},
-			couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
-				Backoff: couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}}))
+	ws, err := openWebSub(cfg, st, public, ln.Addr().String(), base, metrics, // serve_websub.go
+		func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) })
+	if err != nil {
+		return err
+	}
+	runners = append(runners, ws.runner)
+	if ws.publisher != nil {
+		runners = append(runners, ws.publisher)
 	}
 	metrics.WatchCouriers(courierStatuses(runners))
 	metricsH := metricsHandler(reg, logger)
-	fed := newFederation(st, cfg.Federation, public, id, cfg.CourierLease, logger, guard.HTTPClient())
+	// Peer links (serve_federation.go) reach remotes through the hub's guard.
+	fed := newFederation(st, cfg.Federation, public, id, cfg.CourierLease, logger, ws.guard.HTTPClient())
 	reg.MustRegister(fed) // refused foreign records by reason
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
-		Hub: websub, TokenRevoked: websub.DenyRevoked, Matrix: mx.binderOrNil(),
+		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
 		CheckRemote: func(ctx context.Context, raw string) error {
-			_, err := guard.CheckCallbackResolved(ctx, raw)
+			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err
 		}})
+
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Go(func() { _ = r.Run(bg) })
 	}
-	wg.Go(func() { _ = websub.Run(bg) })
-	wg.Go(func() { _ = revokedScan.Run(bg) })
+	wg.Go(func() { _ = ws.hub.Run(bg) })
+	wg.Go(func() { _ = ws.revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
 	wg.Go(func() { housekeep(bg, st, logger) })
 	if mx != nil {
@@ -324,11 +270,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	if pln != nil {
-		go servePprof(pln, logger)
+	if lns.pprof != nil {
+		go servePprof(lns.pprof, logger)
 	}
-	if mln != nil {
-		wg.Go(func() { serveMetrics(bg, mln, metricsH, logger) })
+	if lns.metrics != nil {
+		wg.Go(func() { serveMetrics(bg, lns.metrics, metricsH, logger) })
 	}
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	hs.RegisterOnShutdown(srv.CloseStreams)
@@ -356,46 +302,6 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	logger.Info("stopped")
 	return nil
 }
-
-// checkWebSub validates the hub's lease settings: each at least a second
-// (leases are whole seconds), min ≤ default ≤ max.
-func (cfg serveConfig) checkWebSub() error {
-	for _, d := range []struct {
-		flag, env string
-		v         time.Duration
-	}{
-		{"--websub-lease-min", "ACRELAY_WEBSUB_LEASE_MIN", cfg.WebSubLeaseMin},
-		{"--websub-lease-default", "ACRELAY_WEBSUB_LEASE_DEFAULT", cfg.WebSubLeaseDefault},
-		{"--websub-lease-max", "ACRELAY_WEBSUB_LEASE_MAX", cfg.WebSubLeaseMax},
-	} {
-		if d.v < time.Second {
-			return fmt.Errorf("%s (%s) %s: want at least 1s", d.flag, d.env, d.v)
-		}
-	}
-	for _, d := range []struct {
-		flag, env string
-		v         time.Duration
-	}{
-		{"--websub-retry-initial", "ACRELAY_WEBSUB_RETRY_INITIAL", cfg.WebSubRetryInitial},
-		{"--websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX", cfg.WebSubRetryMax},
-		{"--websub-give-up", "ACRELAY_WEBSUB_GIVE_UP", cfg.WebSubGiveUp},
-	} {
-		if d.v < time.Millisecond {
-			return fmt.Errorf("%s (%s) %s: want at least 1ms", d.flag, d.env, d.v)
-		}
-	}
-	if cfg.WebSubRetryInitial > cfg.WebSubRetryMax {
-		return fmt.Errorf("--websub-retry-initial %s, --websub-retry-max %s: want initial ≤ max", cfg.WebSubRetryInitial, cfg.WebSubRetryMax)
-	}
-	if cfg.WebSubLeaseMin > cfg.WebSubLeaseDefault || cfg.WebSubLeaseDefault > cfg.WebSubLeaseMax {
-		return fmt.Errorf("--websub-lease-min %s, --websub-lease-default %s, --websub-lease-max %s: want min ≤ default ≤ max",
-			cfg.WebSubLeaseMin, cfg.WebSubLeaseDefault, cfg.WebSubLeaseMax)
-	}
-	return nil
-}
-
-// webSubAllowHosts splits --websub-allow-hosts.
-func (cfg serveConfig) webSubAllowHosts() []string { return splitList(cfg.WebSubAllowHosts) }
 
 func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {
 	fmt.Fprintf(out, "acrelay: first start — created a default project. These tokens are shown ONCE; store them now.\n")

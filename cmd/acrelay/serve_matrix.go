@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/spf13/pflag"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/lease"
+	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store"
+)
+
+// The Matrix courier's wiring in serve (spec/matrix.md): its flags, its
+// client, and the runner, inbox, binder and application-service listener
+// runServe starts. The `acrelay matrix` commands are in matrix_cmd.go.
+
+// matrixConfig is the Matrix courier's configuration (spec/matrix.md):
+// application-service mode with a registration file (recommended), or bot
+// mode with a user id and access token.
+type matrixConfig struct {
+	Homeserver     string
+	Registration   string
+	AppserviceAddr string
+	UserID         string
+	AccessToken    string // secret: flag, ACRELAY_MATRIX_ACCESS_TOKEN or its _FILE
+}
+
+func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
+	fs.StringVar(&c.Homeserver, "matrix-homeserver", envOr("ACRELAY_MATRIX_HOMESERVER", ""), "enable the Matrix courier against this homeserver URL (ACRELAY_MATRIX_HOMESERVER)")
+	fs.StringVar(&c.Registration, "matrix-registration", envOr("ACRELAY_MATRIX_REGISTRATION", ""), "application-service mode: the registration YAML (ACRELAY_MATRIX_REGISTRATION; make one with `acrelay matrix registration`)")
+	fs.StringVar(&c.AppserviceAddr, "matrix-appservice-addr", envOr("ACRELAY_MATRIX_APPSERVICE_ADDR", ""), "listen address of the application-service API (ACRELAY_MATRIX_APPSERVICE_ADDR; default: the host:port of the registration's url)")
+	fs.StringVar(&c.UserID, "matrix-user-id", envOr("ACRELAY_MATRIX_USER_ID", ""), "bot mode: the bot's Matrix user id (ACRELAY_MATRIX_USER_ID)")
+	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
+	// A secret: applyEnv reads it (or its _FILE), config print redacts it.
+	_ = fs.SetAnnotation("matrix-access-token", secretEnvAnnotation, []string{"ACRELAY_MATRIX_ACCESS_TOKEN"})
+}
+
+// client returns the courier's Matrix client, the registration in
+// application-service mode (nil in bot mode), or nil when Matrix is off.
+func (c *matrixConfig) client(ctx context.Context) (*mautrix.Client, *appservice.Registration, error) {
+	if c.Homeserver == "" {
+		if c.Registration != "" || c.UserID != "" {
+			return nil, nil, errors.New("--matrix-registration and --matrix-user-id need --matrix-homeserver")
+		}
+		return nil, nil, nil
+	}
+	if c.AccessToken == "" {
+		tok, err := secretFromEnv("ACRELAY_MATRIX_ACCESS_TOKEN")
+		if err != nil {
+			return nil, nil, err
+		}
+		c.AccessToken = tok
+	}
+	switch {
+	case c.Registration != "" && c.UserID == "":
+		reg, err := appservice.LoadRegistration(c.Registration)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--matrix-registration: %w", err)
+		}
+		if reg.AppToken == "" || reg.ServerToken == "" || reg.SenderLocalpart == "" || reg.URL == "" {
+			return nil, nil, errors.New("--matrix-registration: id, url, as_token, hs_token and sender_localpart are required")
+		}
+		cli, err := matrix.NewClient(c.Homeserver, "", reg.AppToken)
+		if err != nil {
+			return nil, nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		who, err := cli.Whoami(wctx) // the sender's full user id
+		if err != nil {
+			return nil, nil, fmt.Errorf("matrix: the homeserver does not accept the as_token: %w", err)
+		}
+		cli.UserID = who.UserID
+		return cli, reg, nil
+	case c.Registration == "" && c.UserID != "" && c.AccessToken != "":
+		cli, err := matrix.NewClient(c.Homeserver, id.UserID(c.UserID), c.AccessToken)
+		return cli, nil, err
+	}
+	return nil, nil, errors.New("matrix: give --matrix-registration (application service) or --matrix-user-id with an access token (bot), not both")
+}
+
+// matrixServices are the parts `acrelay serve` runs.
+type matrixServices struct {
+	runner *couriers.Runner
+	inbox  *matrix.Inbox
+	binder *matrix.Binder
+	reg    *appservice.Registration
+	cli    *mautrix.Client
+	ln     net.Listener // the application-service listener, bound by openMatrix
+	log    *slog.Logger
+	// inboxJob and syncJob run the inbox and the bot's /sync on one
+	// process of the relay at a time (relay-wide leases).
+	inboxJob, syncJob *lease.Single
+}
+
+// openMatrix builds the Matrix courier, inbox and binder; nil when the
+// courier is off. base gives the runner's holder, lease, logger and
+// OnResult; openMatrix sets its backoff and refresh.
+func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public string, base couriers.Options) (*matrixServices, error) {
+	logger := base.Logger
+	cli, reg, err := c.client(ctx)
+	if err != nil || cli == nil {
+		return nil, err
+	}
+	host := ""
+	if u, err := url.Parse(c.Homeserver); err == nil {
+		host = u.Host
+	}
+	log := logger.With("courier", matrix.Name)
+	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
+	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
+	runner := couriers.NewRunner(st, courier, base)
+	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,
+		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
+	id := base.Identity
+	if id == nil {
+		id = &lease.Identity{ID: base.Holder}
+	}
+	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	if reg != nil {
+		addr := c.AppserviceAddr
+		if addr == "" {
+			u, err := url.Parse(reg.URL)
+			if err != nil || u.Host == "" {
+				return nil, errors.New("--matrix-registration: url is not an absolute URL; set --matrix-appservice-addr")
+			}
+			addr = u.Host
+		}
+		// Bound now, before anything runs: a relay deaf to the
+		// homeserver's pushes must not start.
+		if m.ln, err = listen("--matrix-appservice-addr", "ACRELAY_MATRIX_APPSERVICE_ADDR", addr); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Runner is the Matrix courier's runner, nil when the courier is off.
+// runServe puts it in the list of runners it starts, so its Status (lag,
+// failing targets, last error) is reported beside the other couriers'
+// (readiness, metrics).
+func (m *matrixServices) Runner() *couriers.Runner {
+	if m == nil {
+		return nil
+	}
+	return m.runner
+}
+
+// binderOrNil keeps a nil *matrixServices from becoming a non-nil interface.
+func (m *matrixServices) binderOrNil() relay.MatrixBinder {
+	if m == nil {
+		return nil
+	}
+	return m.binder
+}
+
+// run serves the inbound side until ctx ends: the application-service
+// listener (on every process: any may take a push), or the bot's /sync
+// long-poll, and the inbox (each on the one process holding its
+// relay-wide lease).
+func (m *matrixServices) run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.inboxJob.RunDo(ctx, func(ctx context.Context) error { return m.inbox.Run(ctx) })
+	}()
+	if m.reg == nil {
+		m.syncJob.RunDo(ctx, m.inbox.Sync)
+		<-done
+		return
+	}
+	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+	go func() { _ = hs.Serve(m.ln) }()
+	m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
+	go m.ping(ctx)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	<-done
+}
+
+// ping asks the homeserver to ping the application service
+// (POST /_matrix/client/v1/appservice/{id}/ping), once the listener is
+// up: a homeserver that backed off its pushes during an outage (Synapse:
+// up to 512 s) retries them at once after a successful ping. It retries
+// with backoff (1 s doubling to 1 min) until one succeeds or ctx ends.
+func (m *matrixServices) ping(ctx context.Context) {
+	for n := 1; ctx.Err() == nil; n++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := m.cli.AppservicePing(pctx, m.reg.ID, "acrelay-start-"+randomToken()[:16])
+		cancel()
+		if err == nil {
+			m.log.Info("matrix appservice ping answered", "duration_ms", resp.DurationMS)
+			return
+		}
+		if matrix.Unsupported(err) {
+			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
+			return
+		}
+		wait := min(time.Second<<min(n-1, 6), time.Minute)
+		m.log.Warn("matrix appservice ping failed", "attempts", n, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
