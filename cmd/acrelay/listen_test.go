@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -82,4 +83,55 @@ func tail(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// TestFirstStartTokensSurviveBindFailure: a first start on an empty store
+// whose address is taken exits 1 without spending the tokens that are
+// shown once; the next start, on a free address, prints them (found by a
+// hostile newcomer: the failed start had created the project and its
+// token, and no later start printed any).
+func TestFirstStartTokensSurviveBindFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin := acrelayBinary(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	failed := exec.CommandContext(ctx, bin, "serve", "--data-dir", data, "--addr", taken.Addr().String())
+	var out bytes.Buffer
+	failed.Stdout, failed.Stderr = &out, &out
+	var ee *exec.ExitError
+	if err := failed.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("serve on a taken address: %v, want exit status 1:\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "project token:") {
+		t.Fatalf("a start that could not listen printed the first start's tokens:\n%s", out.String())
+	}
+
+	addr := freeAddr(t)
+	next := exec.CommandContext(ctx, bin, "serve", "--data-dir", data, "--addr", addr, "--log-level", "warn")
+	stdout := &syncBuffer{}
+	next.Stdout, next.Stderr = stdout, io.Discard
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Process.Kill(); _ = next.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stdout.String(), "operator token:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the next start printed no first-start tokens:\n%s", stdout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"first start — created a default project", "project_id:", "project token:"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the next start's output lacks %q:\n%s", want, stdout.String())
+		}
+	}
 }

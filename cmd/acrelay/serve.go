@@ -183,15 +183,6 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	defer st.Close()
 
-	boot, err := registry.FirstStart(ctx, st, cfg.OperatorToken != "")
-	if err != nil {
-		return fmt.Errorf("first start: %w", err)
-	}
-	opHash, err := registry.OperatorHash(ctx, st, cfg.OperatorToken)
-	if err != nil {
-		return fmt.Errorf("operator token: %w", err)
-	}
-
 	lns, err := bindListeners(cfg)
 	if err != nil {
 		return err
@@ -202,10 +193,6 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	if boot != nil {
-		printBootstrap(out, boot, public)
-	}
-
 	// Couriers tail the log by durable cursors; the store's advances only
 	// wake them (and the wake streams).
 	var runners []*couriers.Runner
@@ -233,6 +220,21 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			defer mx.ln.Close()
 		}
 	}
+	// The first start's tokens are made and printed only once every
+	// listener is bound: a start that cannot listen must not spend the
+	// tokens that are shown once.
+	boot, err := registry.FirstStart(ctx, st, cfg.OperatorToken != "")
+	if err != nil {
+		return fmt.Errorf("first start: %w", err)
+	}
+	opHash, err := registry.OperatorHash(ctx, st, cfg.OperatorToken)
+	if err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
+	if boot != nil {
+		printBootstrap(out, boot, public)
+	}
+
 	var srv *relay.Server
 	ws, err := openWebSub(cfg, st, public, ln.Addr().String(), base, metrics, // serve_websub.go
 		func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) })
