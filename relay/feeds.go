@@ -194,5 +194,18 @@ func (s *Server) feedToken(r *http.Request, capability string) (store.FeedToken,
 	if !token.Matches(capability, ft.Hash) || ft.Revoked {
 		return store.FeedToken{}, errNotFound
 	}
+	// A capability lives no longer than the token that minted it: revoking
+	// a reader's token ends the feeds it made, which an admin could not
+	// otherwise find (their ids are shown only to the reader).
+	minter, err := s.st.GetToken(r.Context(), ft.CreatedBy)
+	if err != nil {
+		if isNotFound(err) {
+			return store.FeedToken{}, errNotFound
+		}
+		return store.FeedToken{}, err
+	}
+	if minter.Revoked {
+		return store.FeedToken{}, errNotFound
+	}
 	return ft, nil
 }

@@ -531,3 +531,29 @@ func TestPublicProjectLinksFollow(t *testing.T) {
 		t.Errorf("feed ids %q and %q: want one per project", a, b)
 	}
 }
+
+// TestFeedCapabilityEndsWithItsToken: revoking the token that minted a
+// feed capability ends the capability and every page under it (found by a
+// hostile newcomer: the feed outlived its reader's token, and an admin
+// cannot find feed ids to revoke them one by one).
+func TestFeedCapabilityEndsWithItsToken(t *testing.T) {
+	e := newEnv(t)
+	pid, tok := e.newProject("")
+	a := e.newAgent(pid, tok)
+	mustStatus(t, e.post(a, a.intent("repo", "x")), 201)
+	r := e.do("POST", "/v1/admin/projects/"+pid+"/tokens", operatorToken, []byte(`{"scopes":["read"]}`))
+	mustStatus(t, r, 201)
+	m := r.json(t)
+	readTok, readID := m["token"].(string), m["token_id"].(string)
+	r = e.do("POST", "/v1/feeds", readTok, []byte(`{"repository_id":"repo"}`))
+	mustStatus(t, r, 201)
+	feedURL := r.json(t)["url"].(string)
+	path := feedURL[strings.Index(feedURL, "/v1/feeds/"):]
+	jsonPath := strings.Replace(path, ".atom?", ".json?", 1)
+	mustStatus(t, e.do("GET", path, "", nil), 200)
+	mustStatus(t, e.do("GET", jsonPath, "", nil), 200)
+
+	mustStatus(t, e.do("DELETE", "/v1/admin/tokens/"+readID, tok, nil), 204)
+	wantCode(t, e.do("GET", path, "", nil), 404, "not_found")
+	wantCode(t, e.do("GET", jsonPath, "", nil), 404, "not_found")
+}
