@@ -71,6 +71,9 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 	if mc.Homeserver == "" {
 		return nil, errors.New("--matrix-homeserver is required")
 	}
+	if u, err := url.Parse(mc.Homeserver); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("--matrix-homeserver must be an http:// or https:// URL (the homeserver's client-server API base)")
+	}
 	if mc.AccessToken == "" {
 		tok, err := secretFromEnv("ACRELAY_MATRIX_ACCESS_TOKEN")
 		if err != nil {
@@ -89,8 +92,12 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 		cli, err = matrix.NewClient(mc.Homeserver, "", reg.AppToken)
 	case mc.Registration == "" && mc.UserID != "" && mc.AccessToken != "":
 		cli, err = matrix.NewClient(mc.Homeserver, id.UserID(mc.UserID), mc.AccessToken)
-	default:
+	case mc.Registration != "" && mc.UserID != "":
 		return nil, errors.New("give --matrix-registration (application service) or --matrix-user-id with an access token (bot), not both")
+	case mc.UserID != "":
+		return nil, errors.New("--matrix-user-id needs the bot's access token (--matrix-access-token, ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
+	default:
+		return nil, errors.New("give --matrix-registration (application service) or --matrix-user-id with an access token (bot)")
 	}
 	if err != nil {
 		return nil, err

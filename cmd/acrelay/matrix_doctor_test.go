@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -199,4 +200,47 @@ func yamlValue(t *testing.T, y, key string) string {
 	}
 	t.Fatalf("no %s in the registration", key)
 	return ""
+}
+
+// TestMatrixDoctorSetupErrors: inputs the doctor refuses before asking a
+// homeserver anything, each with a message naming what to give (found by
+// a hostile newcomer: "not both" when neither was given, a homeserver
+// "not a url" silently turned into https://not%20a%20url).
+func TestMatrixDoctorSetupErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin := acrelayBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	hs := "http://" + freeAddr(t)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"neither mode", []string{"--matrix-homeserver", hs},
+			"acrelay: give --matrix-registration (application service) or --matrix-user-id with an access token (bot)\n"},
+		{"both modes", []string{"--matrix-homeserver", hs, "--matrix-registration", "reg.yaml", "--matrix-user-id", "@bot:acrelay.test"},
+			"acrelay: give --matrix-registration (application service) or --matrix-user-id with an access token (bot), not both\n"},
+		{"bot without a token", []string{"--matrix-homeserver", hs, "--matrix-user-id", "@bot:acrelay.test"},
+			"acrelay: --matrix-user-id needs the bot's access token (--matrix-access-token, ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)\n"},
+		{"homeserver not a URL", []string{"--matrix-homeserver", "not a url", "--matrix-user-id", "@bot:acrelay.test"},
+			"acrelay: --matrix-homeserver must be an http:// or https:// URL (the homeserver's client-server API base)\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"matrix", "doctor", "--data-dir", data}, tc.args...)...)
+			cmd.Env = os.Environ()
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1; stderr %q", err, stderr.String())
+			}
+			if !strings.HasSuffix(stderr.String(), tc.want) {
+				t.Errorf("stderr %q, want it to end %q", stderr.String(), tc.want)
+			}
+		})
+	}
 }

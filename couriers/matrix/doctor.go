@@ -69,9 +69,15 @@ func CheckCredentialsAccepted(ctx context.Context, cli *mautrix.Client, appservi
 		}
 		return f
 	}
+	asked := cli.UserID
 	cli.UserID = who.UserID
 	f.Subject, f.Status = who.UserID.String(), StatusOK
 	f.Detail = "the homeserver accepts the bot's access token"
+	if !appservice && asked != "" && asked != who.UserID {
+		f.Status = StatusFail
+		f.Detail = "the access token belongs to " + who.UserID.String() + ", not to --matrix-user-id " + asked.String() +
+			": pass the bot's own user id, or a token of that user"
+	}
 	if appservice {
 		f.Detail = "the homeserver accepts the registration's as_token"
 	}
