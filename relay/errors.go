@@ -67,14 +67,17 @@ var (
 	errQueryParameterUnknown  = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "unknown query parameter")
 	errQueryParameterRepeated = errf(http.StatusBadRequest, wire.CodeQueryInvalid, "a query parameter is repeated")
 	errRepositoryIDRequired   = errf(http.StatusBadRequest, wire.CodeRepositoryIDRequired, "repository_id is required on reads")
-	errRepositoryIDInvalid    = errf(http.StatusBadRequest, wire.CodeRepositoryIDInvalid, "repository_id is not a valid opaque id")
-	errThreadIDInvalid        = errf(http.StatusBadRequest, wire.CodeThreadIDInvalid, "thread_id is not a valid opaque id")
-	errPathInvalid            = errf(http.StatusBadRequest, wire.CodePathInvalid, "path is not a valid path prefix (spec §4)")
-	errAfterNotSeq            = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a received_seq: a decimal string without leading zeros")
-	errAfterNotVersion        = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a version number: a decimal string without leading zeros")
-	errAfterNotListID         = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the id that ended the previous page")
-	errAfterNotHandoffID      = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the handoff id that ended the previous page")
-	errLimitInvalid           = errf(http.StatusBadRequest, wire.CodeLimitInvalid, "limit must be an integer from 1 to 200")
+	// errFeedRepositoryIDRequired: POST /v1/feeds names the repository a
+	// capability reads.
+	errFeedRepositoryIDRequired = errf(http.StatusBadRequest, wire.CodeRepositoryIDRequired, "repository_id is required: a feed capability reads one repository")
+	errRepositoryIDInvalid      = errf(http.StatusBadRequest, wire.CodeRepositoryIDInvalid, "repository_id is not a valid opaque id")
+	errThreadIDInvalid          = errf(http.StatusBadRequest, wire.CodeThreadIDInvalid, "thread_id is not a valid opaque id")
+	errPathInvalid              = errf(http.StatusBadRequest, wire.CodePathInvalid, "path is not a valid path prefix (spec §4)")
+	errAfterNotSeq              = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a received_seq: a decimal string without leading zeros")
+	errAfterNotVersion          = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be a version number: a decimal string without leading zeros")
+	errAfterNotListID           = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the id that ended the previous page")
+	errAfterNotHandoffID        = errf(http.StatusBadRequest, wire.CodeAfterInvalid, "after must be the handoff id that ended the previous page")
+	errLimitInvalid             = errf(http.StatusBadRequest, wire.CodeLimitInvalid, "limit must be an integer from 1 to 200")
 
 	// Appending events (spec §3, §6, §7) and reading projections (§8, §9).
 	errSignatureEncoding     = errf(http.StatusBadRequest, wire.CodeSignatureEncodingInvalid, "signature.value_b64url is not 86 characters of canonical unpadded base64url")

@@ -135,6 +135,9 @@ func readQuery(r *http.Request, allowed ...string) (map[string]string, error) {
 			}
 		}
 		if !ok {
+			if len(allowed) == 0 {
+				return nil, errQueryParameterUnknown.withHint("this resource takes no query parameters")
+			}
 			return nil, errQueryParameterUnknown.withHint("allowed: " + joinComma(allowed))
 		}
 		if len(v) != 1 {

@@ -39,7 +39,7 @@ func (s *Server) handleFeedCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.RepositoryID == nil {
-		s.writeError(w, r, errRepositoryIDRequired)
+		s.writeError(w, r, errFeedRepositoryIDRequired)
 		return
 	}
 	repo := *in.RepositoryID
