@@ -138,7 +138,10 @@ func (s *WebSubSubscriber) serveStoredVerification(w http.ResponseWriter, r *htt
 	s.mu.Lock()
 	if t := s.topics[topicKey(topic)]; t != nil {
 		if mode == "subscribe" {
-			t.state, t.verified, t.lease, t.verifiedAt, t.reason = WebSubActive, true, next.Lease, next.VerifiedAt, ""
+			// The hub's lease starts when it has this answer: after the
+			// store's write, so the local time is taken now (the stored
+			// one, which others read, is up to one write earlier).
+			t.state, t.verified, t.lease, t.verifiedAt, t.reason = WebSubActive, true, next.Lease, time.Now(), ""
 		} else {
 			t.state, t.verified, t.secret, t.seen = WebSubUnsubscribed, false, nil, recentIDs{}
 		}

@@ -96,7 +96,7 @@ type Manager struct {
 	keeper *lease.Keeper
 
 	mu      sync.Mutex
-	links   map[string]*link         // by peer id
+	links   map[string]*link        // by peer id
 	watches map[string]linkLeaseCtx // by peer id: the lease context each link runs under
 
 	shared callbackLinks // the callbacks of links run elsewhere (callback.go)
