@@ -131,8 +131,8 @@
 //     lease) and a gap it shows is not seen by the holder, whose backfill
 //     covers it at the next IdlePollInterval. A push whose key is still
 //     unknown, or that meets an unavailable store, is left to that
-//     backfill (a delivery that finds the store unavailable before it is
-//     read is answered 503, and the hub retries). Why not a queue for the
+//     backfill (a delivery whose link state cannot be read is answered
+//     503, and the hub retries). Why not a queue for the
 //     holder: it would add a table, a poll or notification per link and
 //     the holder's latency to every record, for the gap detection alone.
 //     A delivery to a removed link is 410 Gone.
