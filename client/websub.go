@@ -142,6 +142,15 @@ type WebSubSubscriber struct {
 	RecentIDs int
 	// Logger gets Warn for deliveries dropped; nil discards.
 	Logger *slog.Logger
+	// State, when set, keeps each topic's latest request, secret and
+	// verification outside the subscriber (WebSubState), so every
+	// subscriber on the same State answers the hub and authenticates
+	// deliveries, whichever sent the request; Wait then also reads it
+	// (every 100 ms) for a verification another one answered. Nil keeps
+	// them in memory. A State that fails makes Subscribe and Unsubscribe
+	// return its error before anything is sent, a verification 503 (the
+	// hub may retry) and a delivery 503 (the hub retries).
+	State WebSubState
 
 	mu     sync.Mutex
 	topics map[string]*wsTopic // by topicKey
@@ -195,6 +204,7 @@ type wsTopic struct {
 
 // wsRequest is one Subscribe or Unsubscribe and its outcome.
 type wsRequest struct {
+	id     string // random; a WebSubState's RequestID
 	mode   string
 	sentAt time.Time
 	prev   string // the topic's state before the request
@@ -261,8 +271,19 @@ func topicKey(raw string) string {
 // or with a bad token, 404 for another project's topic, 400 …), a
 // transport error, or the context's error.
 func (s *WebSubSubscriber) Subscribe(ctx context.Context, topic string, lease time.Duration) error {
+	var stored WebSubStored
+	var have bool
+	if s.State != nil {
+		var err error
+		if stored, have, err = s.loadState(ctx, topic); err != nil {
+			return fmt.Errorf("websub state: %w", err)
+		}
+	}
 	s.mu.Lock()
 	t := s.topicLocked(topic)
+	if have && stored.Secret != nil && !s.NoSecret {
+		t.secret = stored.Secret // the secret the hub holds, whoever sent it
+	}
 	switch {
 	case s.NoSecret:
 		t.secret = nil
@@ -285,8 +306,15 @@ func (s *WebSubSubscriber) Subscribe(ctx context.Context, topic string, lease ti
 	if t.state != WebSubActive && t.state != WebSubUnsubscribing {
 		t.state = WebSubPending
 	}
+	var rec *WebSubStored
+	if s.State != nil {
+		rec = &WebSubStored{Topic: topic, RequestID: req.id, Mode: "subscribe", Secret: t.secret, SentAt: req.sentAt, State: WebSubPending}
+		if have {
+			rec.Verified, rec.Lease, rec.VerifiedAt = stored.Verified, stored.Lease, stored.VerifiedAt
+		}
+	}
 	s.mu.Unlock()
-	return s.send(ctx, t, req, form)
+	return s.send(ctx, t, req, form, rec, stored.State)
 }
 
 // Unsubscribe asks the hub to unsubscribe Callback from topic (W3C WebSub
@@ -295,12 +323,29 @@ func (s *WebSubSubscriber) Subscribe(ctx context.Context, topic string, lease ti
 // verification arrives (see Wait); then the topic's secret and
 // de-duplication state are forgotten. Errors as Subscribe.
 func (s *WebSubSubscriber) Unsubscribe(ctx context.Context, topic string) error {
+	var stored WebSubStored
+	var have bool
+	if s.State != nil {
+		var err error
+		if stored, have, err = s.loadState(ctx, topic); err != nil {
+			return fmt.Errorf("websub state: %w", err)
+		}
+	}
 	s.mu.Lock()
 	t := s.topicLocked(topic)
 	req := s.newRequestLocked(t, "unsubscribe")
 	t.state = WebSubUnsubscribing
+	var rec *WebSubStored
+	if s.State != nil {
+		r := stored // deliveries are processed until the hub verifies
+		if !have {
+			r = WebSubStored{Topic: topic, Secret: t.secret, Verified: t.verified, Lease: t.lease, VerifiedAt: t.verifiedAt}
+		}
+		r.RequestID, r.Mode, r.SentAt, r.Failed, r.State, r.Reason = req.id, "unsubscribe", req.sentAt, false, WebSubUnsubscribing, ""
+		rec = &r
+	}
 	s.mu.Unlock()
-	return s.send(ctx, t, req, url.Values{"hub.mode": {"unsubscribe"}, "hub.topic": {topic}, "hub.callback": {s.Callback}})
+	return s.send(ctx, t, req, url.Values{"hub.mode": {"unsubscribe"}, "hub.topic": {topic}, "hub.callback": {s.Callback}}, rec, stored.State)
 }
 
 // Wait blocks until the hub verified (or denied) the latest Subscribe or
@@ -316,10 +361,21 @@ func (s *WebSubSubscriber) Wait(ctx context.Context, topic string) (time.Duratio
 	}
 	req := t.req
 	s.mu.Unlock()
-	select {
-	case <-req.done:
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
+	var poll <-chan time.Time
+	if s.State != nil {
+		tick := time.NewTicker(webSubStatePoll)
+		defer tick.Stop()
+		poll = tick.C
+	}
+	for done := false; !done; {
+		select {
+		case <-req.done:
+			done = true
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		case <-poll:
+			s.syncState(ctx, t, req)
+		}
 	}
 	if req.err != nil {
 		return 0, req.err
@@ -369,14 +425,42 @@ func (s *WebSubSubscriber) newRequestLocked(t *wsTopic, mode string) *wsRequest 
 	if t.req != nil {
 		t.req.resolve(errSuperseded)
 	}
-	t.req = &wsRequest{mode: mode, sentAt: time.Now(), prev: t.state, done: make(chan struct{})}
+	t.req = &wsRequest{id: newRequestID(), mode: mode, sentAt: time.Now(), prev: t.state, done: make(chan struct{})}
 	return t.req
 }
 
 // send POSTs the hub request. The request is registered before it is
 // sent, since a hub may verify before its 202 arrives.
-func (s *WebSubSubscriber) send(ctx context.Context, t *wsTopic, req *wsRequest, form url.Values) error {
+//
+// With a State, rec is stored first; when the request fails it is stored
+// again as Failed with the state it had before (prevState; unsubscribed
+// when there was none), so no process answers the hub's verification.
+func (s *WebSubSubscriber) send(ctx context.Context, t *wsTopic, req *wsRequest, form url.Values, rec *WebSubStored, prevState string) error {
+	if rec != nil {
+		if err := s.State.SaveWebSubTopic(ctx, *rec); err != nil {
+			err = fmt.Errorf("websub state: %w", err)
+			s.mu.Lock()
+			if t.req == req {
+				t.state = req.prev
+			}
+			req.resolve(err)
+			s.mu.Unlock()
+			return err
+		}
+	}
 	err := s.post(ctx, form)
+	if err != nil && rec != nil {
+		failed := *rec
+		failed.Failed, failed.State = true, prevState
+		if failed.State == "" {
+			failed.State = WebSubUnsubscribed
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if _, serr := s.State.ReplaceWebSubTopic(sctx, failed, rec.RequestID); serr != nil {
+			s.logger().Warn("websub state: failed request not recorded", "topic", rec.Topic, "err", serr)
+		}
+		cancel()
+	}
 	if err != nil {
 		s.mu.Lock()
 		if t.req == req {
@@ -433,7 +517,7 @@ func (s *WebSubSubscriber) serveVerification(w http.ResponseWriter, r *http.Requ
 	q := r.URL.Query()
 	mode, topic := q.Get("hub.mode"), q.Get("hub.topic")
 	if mode == "denied" {
-		s.denied(topic, q.Get("hub.reason"))
+		s.denied(r.Context(), topic, q.Get("hub.reason"))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -451,6 +535,10 @@ func (s *WebSubSubscriber) serveVerification(w http.ResponseWriter, r *http.Requ
 		}
 		lease = time.Duration(n) * time.Second
 	}
+	if s.State != nil {
+		s.serveStoredVerification(w, r, mode, topic, challenge, lease)
+		return
+	}
 	s.mu.Lock()
 	t := s.topics[topicKey(topic)]
 	if t == nil || t.req == nil || t.req.mode != mode || t.req.err != nil || time.Since(t.req.sentAt) > webSubVerifyWindow {
@@ -465,13 +553,20 @@ func (s *WebSubSubscriber) serveVerification(w http.ResponseWriter, r *http.Requ
 	}
 	t.req.resolve(nil)
 	s.mu.Unlock()
+	writeChallenge(w, challenge)
+}
+
+func writeChallenge(w http.ResponseWriter, challenge string) {
 	w.Header().Set("Content-Type", "text/plain")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.WriteString(w, challenge)
 }
 
-func (s *WebSubSubscriber) denied(topic, reason string) {
+func (s *WebSubSubscriber) denied(ctx context.Context, topic, reason string) {
+	if s.State != nil {
+		s.storeDenied(ctx, topic, reason)
+	}
 	s.mu.Lock()
 	t := s.topics[topicKey(topic)]
 	if t == nil {
@@ -516,17 +611,34 @@ func (s *WebSubSubscriber) serveDelivery(w http.ResponseWriter, r *http.Request)
 		http.Error(w, "read body", http.StatusBadRequest)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent) // from here on, whatever follows, acknowledge
 	links, _ := ParseLinks(r.Header, nil)
 	self, _ := links.Get(RelSelf, "")
-	s.mu.Lock()
-	t := s.topics[topicKey(self)]
+	var t *wsTopic
 	var secret []byte
-	ok := t != nil && t.verified
-	if ok {
-		secret = t.secret
+	var ok bool
+	if s.State != nil {
+		st, have, err := s.loadState(r.Context(), self)
+		if err != nil {
+			s.logger().Warn("websub delivery not taken: state unavailable", "topic", self, "err", err)
+			http.Error(w, "state unavailable", http.StatusServiceUnavailable) // the hub retries
+			return
+		}
+		if ok = have && st.Verified; ok {
+			secret = st.Secret
+			s.mu.Lock()
+			t = s.topicLocked(st.Topic) // this process's de-duplication and order
+			s.mu.Unlock()
+		}
+	} else {
+		s.mu.Lock()
+		t = s.topics[topicKey(self)]
+		ok = t != nil && t.verified
+		if ok {
+			secret = t.secret
+		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent) // from here on, whatever follows, acknowledge
 	log := s.logger().With("topic", self)
 	if !ok {
 		s.unknownTopic.Add(1)

@@ -101,11 +101,41 @@
 //     verified renewal (the remote was unreachable for each) has lapsed:
 //     the link status says "expired", a backfill round starts at once and
 //     polls every PollInterval, and the link re-subscribes every
-//     PollInterval until the remote verifies again. The subscriber's
-//     secret lives in the process that holds the lease: a delivery that
-//     reaches another process (or arrives after a restart, before the new
-//     subscription is verified) is acknowledged and dropped by the
-//     subscriber, and backfill brings the record.
+//     PollInterval until the remote verifies again.
+//   - Callback on any process. A link's WebSub subscriber state is in the
+//     store, one row per link (store.PeerSubscriptions, table
+//     federation_subscriptions; deleted with the link): the latest
+//     request sent to the remote's hub (a random request id, hub.mode,
+//     topic, time, whether it failed), the state and lease of the last
+//     verification, a denial's hub.reason, and the HMAC secret. The
+//     secret is at rest in the store, readable (it must be: every push is
+//     verified with it), like the peer's token; it is never listed,
+//     logged or put in an error. The link's client.WebSubSubscriber keeps
+//     it through client.WebSubState (peerState, callback.go): Subscribe
+//     stores the request (with the stored secret again on a renewal,
+//     whichever process sent the last one) before sending it; any
+//     process answers the hub's verification from the store (the stored
+//     request must be of that mode, not failed, and at most 5 minutes
+//     old; the answer is stored only while that request is still the
+//     latest, so a late verification cannot revive a replaced one); the
+//     link's Wait reads the store every 100 ms for a verification another
+//     process answered. A push is handed to ingest by whichever process
+//     received it — not queued for the lease holder: the process that
+//     runs the link serves it as before; any other keeps, per link, a
+//     link that is never started (its peer row re-read every 10 s) whose
+//     subscriber verifies the X-Hub-Signature with the stored secret and
+//     whose push path is the link's own (the remote clock check against
+//     the pushes that process saw, ingest.AppendForeign in one group
+//     commit, a registry read when the key is unknown). The record is
+//     stored at once; it never moves the cursor (fenced by the holder's
+//     lease) and a gap it shows is not seen by the holder, whose backfill
+//     covers it at the next IdlePollInterval. A push whose key is still
+//     unknown, or that meets an unavailable store, is left to that
+//     backfill (a delivery whose link state cannot be read is answered
+//     503, and the hub retries). Why not a queue for the
+//     holder: it would add a table, a poll or notification per link and
+//     the holder's latency to every record, for the gap detection alone.
+//     A delivery to a removed link is 410 Gone.
 //   - Loops: at most a no-op. A record that came from B is delivered back
 //     to B by A's hub (A's topic holds every record A stored); B's append
 //     finds it stored with identical bytes and answers Created false, which

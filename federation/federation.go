@@ -41,6 +41,7 @@ type Store interface {
 	AdvanceCursor(ctx context.Context, lease store.Lease, target string, seq int64) error
 	ForgetTarget(ctx context.Context, courier, projectID, target string) error
 	store.Refusals
+	store.PeerSubscriptions
 }
 
 var _ Store = store.Store(nil)
@@ -97,6 +98,8 @@ type Manager struct {
 	mu      sync.Mutex
 	links   map[string]*link        // by peer id
 	watches map[string]linkLeaseCtx // by peer id: the lease context each link runs under
+
+	shared callbackLinks // the callbacks of links run elsewhere (callback.go)
 }
 
 // linkLeaseCtx is the lease context of a running link (lease.Keeper
@@ -295,9 +298,9 @@ func (m *Manager) stopAll() {
 }
 
 // ServeCallback serves the WebSub callback of peer link peerID (see
-// relay.PeerLinks). A link this process does not run: 410 Gone for a
-// delivery to a link that no longer exists (the hub drops the
-// subscription), 503 otherwise (the hub retries; backfill covers it).
+// relay.PeerLinks), whichever process runs the link: its subscriber
+// state is in the store (callback.go). A delivery to a link that no
+// longer exists is 410 Gone (the hub drops the subscription).
 func (m *Manager) ServeCallback(w http.ResponseWriter, r *http.Request, peerID string) {
 	m.mu.Lock()
 	l := m.links[peerID]
@@ -306,16 +309,7 @@ func (m *Manager) ServeCallback(w http.ResponseWriter, r *http.Request, peerID s
 		l.sub.ServeHTTP(w, r)
 		return
 	}
-	if r.Method == http.MethodPost {
-		peers, err := m.st.Peers(r.Context(), "")
-		if _, found := findPeer(peers, peerID); err == nil && !found {
-			w.WriteHeader(http.StatusGone)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	http.NotFound(w, r)
+	m.serveShared(w, r, peerID)
 }
 
 // Status is what this process knows of a running link (LinkStatus), nil

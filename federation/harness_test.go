@@ -58,6 +58,12 @@ type timing struct {
 	// next delivery to a peer link's callback while it is true, then
 	// clears it: a push that is lost.
 	dropPush *atomic.Bool
+	// publicURL, when set, is the public URL the federation Manager
+	// names in callbacks (a load balancer in front of several relays).
+	publicURL string
+	// noLinks: the federation Manager takes no lease and runs no link; it
+	// only serves callbacks.
+	noLinks bool
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -140,7 +146,11 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	runner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: h, Logger: log},
 		couriers.Options{Holder: holder, LeaseTTL: 3 * time.Second, Logger: log,
 			Backoff: couriers.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
-	fed := federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{PublicURL: public, Holder: holder,
+	fedPublic := public
+	if tm.publicURL != "" {
+		fedPublic = tm.publicURL
+	}
+	fed := federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{PublicURL: fedPublic, Holder: holder,
 		LeaseTTL: 3 * time.Second, PollInterval: tm.poll, IdlePollInterval: tm.idlePoll, KeysInterval: tm.keys,
 		SubscriptionLease: tm.subLease, Logger: log,
 		HTTP: &http.Client{Timeout: 2 * time.Second, Transport: tm.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
@@ -172,7 +182,9 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	r.cancel = cancel
 	r.wg.Go(func() { _ = runner.Run(bg) })
 	r.wg.Go(func() { _ = h.Run(bg) })
-	r.wg.Go(func() { _ = fed.Run(bg) })
+	if !tm.noLinks {
+		r.wg.Go(func() { _ = fed.Run(bg) })
+	}
 	t.Cleanup(r.stop)
 	return r
 }

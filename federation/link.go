@@ -34,6 +34,9 @@ type link struct {
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+	// callbackOnly: never started; it serves the callback of a link that
+	// another process runs (callback.go).
+	callbackOnly bool
 
 	mu      sync.Mutex
 	lease   store.Lease
@@ -73,6 +76,7 @@ func newLink(m *Manager, p store.Peer, lease store.Lease) *link {
 		Token:    p.Token,
 		Logger:   l.log,
 		OnRecord: l.onPush,
+		State:    peerState{st: m.st, projectID: p.ProjectID, peerID: p.ID},
 	}
 	return l
 }
@@ -178,9 +182,13 @@ func (l *link) runSubscription(ctx context.Context) {
 	}
 }
 
+// unsubscribe tells the remote's hub that a removed link wants no more
+// deliveries. The link's stored state went with it, so the request is
+// sent by a subscriber without one.
 func (l *link) unsubscribe(ctx context.Context) {
 	if s, ok := l.sub.Subscription(l.topic); ok && s.State == client.WebSubActive {
-		_ = l.sub.Unsubscribe(ctx, l.topic)
+		gone := &client.WebSubSubscriber{Hub: l.sub.Hub, Callback: l.sub.Callback, HTTP: l.sub.HTTP, Token: l.sub.Token, Logger: l.log}
+		_ = gone.Unsubscribe(ctx, l.topic)
 	}
 }
 
@@ -716,6 +724,19 @@ func (l *link) onPush(_ string, rec client.Record) {
 	defer cancel()
 	seq := rec.Receipt.ReceivedSeq
 	o := l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: seq}}, true)[0]
+	if o == unknownKey && l.callbackOnly {
+		// No registry loop runs here: read the remote's registry now and
+		// take the record again; a key still unknown leaves the record to
+		// the link's backfill.
+		if err := l.syncKeys(ctx); err != nil {
+			l.log.Warn("federation: registry sync for a push", "err", err)
+		} else {
+			o = l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: seq, checked: true}}, true)[0]
+		}
+	}
+	if l.callbackOnly {
+		return // the running link's gaps and settling are its own
+	}
 	if o == unknownKey || o == temporary {
 		select {
 		case l.kick <- struct{}{}:

@@ -617,6 +617,7 @@ type Store interface {
 	Archives
 	Matrix
 	Federation
+	PeerSubscriptions
 	UISessions
 	Close() error
 }

@@ -22,6 +22,7 @@ var federationTests = []struct {
 	{"federation/project_events", testProjectEvents},
 	{"federation/peers", testPeers},
 	{"federation/refusals", testRefusals},
+	{"federation/peer_subscriptions", testPeerSubscriptions},
 }
 
 // testRefusals: a refusal that may pass keeps its bytes and is listed as
