@@ -232,6 +232,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 	name, holder, ttl := k.opt.Name, k.opt.Holder.ID, k.opt.TTL
 	held := map[string]Held{}
 	busy := map[string]time.Time{} // project → local time until which another holder keeps it
+	idle := map[string]time.Time{} // project → when Check last said it has no work
 	var wanted map[string]bool
 	var listedAt time.Time
 	defer func() {
@@ -329,8 +330,18 @@ func (k *Keeper) Run(ctx context.Context) error {
 			if until, ok := busy[w.id]; ok && !w.force && now.Before(until) {
 				continue // held elsewhere: not even read until it may have lapsed
 			}
-			if !wanted[w.id] && k.opt.Check != nil && !k.opt.Check(ctx, w.id) {
-				continue
+			if !wanted[w.id] && k.opt.Check != nil {
+				// Asked for by an advance: at most one Check per project
+				// per renewal interval (a busy project with no targets
+				// must not cost a read per append).
+				if at, ok := idle[w.id]; ok && !w.force && now.Sub(at) < ttl/3 {
+					continue
+				}
+				if !k.opt.Check(ctx, w.id) {
+					idle[w.id] = now
+					continue
+				}
+				delete(idle, w.id)
 			}
 			seen[w.id] = true
 			probe = append(probe, w.id)
@@ -340,6 +351,11 @@ func (k *Keeper) Run(ctx context.Context) error {
 			chunk := probe[:min(len(probe), takeChunk)]
 			probe = probe[len(chunk):]
 			k.take(ctx, chunk, held, busy, add)
+		}
+		for id, at := range idle {
+			if now.Sub(at) >= ttl {
+				delete(idle, id)
+			}
 		}
 		for id, until := range busy {
 			if now.After(until.Add(ttl)) && !wanted[id] {
