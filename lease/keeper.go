@@ -347,10 +347,16 @@ func (k *Keeper) Run(ctx context.Context) error {
 			probe = append(probe, w.id)
 		}
 		slices.Sort(probe)
+		// Reported after every renewal interval (safe times moved on) and
+		// whenever a lease was taken; not after a request that changed
+		// nothing (an advance of a project held elsewhere).
+		report := isTick
 		for len(probe) > 0 && ctx.Err() == nil {
 			chunk := probe[:min(len(probe), takeChunk)]
 			probe = probe[len(chunk):]
-			k.take(ctx, chunk, held, busy, add)
+			if k.take(ctx, chunk, held, busy, add) {
+				report = true
+			}
 		}
 		for id, at := range idle {
 			if now.Sub(at) >= ttl {
@@ -362,7 +368,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 				delete(busy, id) // forget projects nobody asks for any more
 			}
 		}
-		k.publish(held)
+		if report {
+			k.publish(held)
+		}
 	}
 }
 
@@ -403,8 +411,8 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 
 // take reads the lease rows of ids and takes those that are free or
 // expired (or this holder's own); the others are remembered as busy until
-// they may lapse.
-func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy map[string]time.Time, add func([]store.Lease, time.Time)) {
+// they may lapse. It reports whether it took any.
+func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy map[string]time.Time, add func([]store.Lease, time.Time)) bool {
 	cctx, cancel := k.call(ctx)
 	states, err := k.st.LeaseStates(cctx, k.opt.Name, ids)
 	cancel()
@@ -412,7 +420,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		if ctx.Err() == nil {
 			k.log.Warn("read leases", "err", err)
 		}
-		return
+		return false
 	}
 	read := time.Now()
 	free := make(map[string]bool, len(ids))
@@ -434,7 +442,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		}
 	}
 	if len(takeable) == 0 {
-		return
+		return false
 	}
 	start := time.Now()
 	cctx, cancel = k.call(ctx)
@@ -444,7 +452,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		if ctx.Err() == nil {
 			k.log.Warn("acquire leases", "err", err)
 		}
-		return
+		return false
 	}
 	add(ls, start)
 	got := make(map[string]bool, len(ls))
@@ -459,6 +467,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 	if len(ls) > 0 {
 		k.log.Debug("leases taken", "leases", len(ls))
 	}
+	return len(ls) > 0
 }
 
 // takeChunk bounds the projects one read-and-take handles, so that each
