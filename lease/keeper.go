@@ -240,7 +240,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 		for id := range held {
 			ids = append(ids, id)
 		}
-		k.publish(held)
+		clear(held)
+		k.publish(held) // nothing is held any more: work under the leases ends
 		if len(ids) == 0 {
 			return
 		}
@@ -249,8 +250,6 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := k.st.ReleaseLeases(rctx, name, holder, ids); err != nil {
 			k.log.Warn("release leases", "err", err)
 		}
-		clear(held)
-		k.publish(held)
 	}()
 	add := func(ls []store.Lease, start time.Time) {
 		safe := start.Add(ttl - k.margin)
