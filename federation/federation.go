@@ -94,7 +94,7 @@ type Manager struct {
 	keeper *lease.Keeper
 
 	mu      sync.Mutex
-	links   map[string]*link         // by peer id
+	links   map[string]*link        // by peer id
 	watches map[string]linkLeaseCtx // by peer id: the lease context each link runs under
 }
 
