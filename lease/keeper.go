@@ -232,6 +232,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 	name, holder, ttl := k.opt.Name, k.opt.Holder.ID, k.opt.TTL
 	held := map[string]Held{}
 	busy := map[string]time.Time{} // project → local time until which another holder keeps it
+	idle := map[string]time.Time{} // project → when Check last said it has no work
 	var wanted map[string]bool
 	var listedAt time.Time
 	defer func() {
@@ -239,7 +240,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 		for id := range held {
 			ids = append(ids, id)
 		}
-		k.publish(held)
+		clear(held)
+		k.publish(held) // nothing is held any more: work under the leases ends
 		if len(ids) == 0 {
 			return
 		}
@@ -248,8 +250,6 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := k.st.ReleaseLeases(rctx, name, holder, ids); err != nil {
 			k.log.Warn("release leases", "err", err)
 		}
-		clear(held)
-		k.publish(held)
 	}()
 	add := func(ls []store.Lease, start time.Time) {
 		safe := start.Add(ttl - k.margin)
@@ -329,24 +329,47 @@ func (k *Keeper) Run(ctx context.Context) error {
 			if until, ok := busy[w.id]; ok && !w.force && now.Before(until) {
 				continue // held elsewhere: not even read until it may have lapsed
 			}
-			if !wanted[w.id] && k.opt.Check != nil && !k.opt.Check(ctx, w.id) {
-				continue
+			if !wanted[w.id] && k.opt.Check != nil {
+				// Asked for by an advance: at most one Check per project
+				// per renewal interval (a busy project with no targets
+				// must not cost a read per append).
+				if at, ok := idle[w.id]; ok && !w.force && now.Sub(at) < ttl/3 {
+					continue
+				}
+				if !k.opt.Check(ctx, w.id) {
+					idle[w.id] = now
+					continue
+				}
+				delete(idle, w.id)
 			}
 			seen[w.id] = true
 			probe = append(probe, w.id)
 		}
 		slices.Sort(probe)
+		// Reported after every renewal interval (safe times moved on) and
+		// whenever a lease was taken; not after a request that changed
+		// nothing (an advance of a project held elsewhere).
+		report := isTick
 		for len(probe) > 0 && ctx.Err() == nil {
 			chunk := probe[:min(len(probe), takeChunk)]
 			probe = probe[len(chunk):]
-			k.take(ctx, chunk, held, busy, add)
+			if k.take(ctx, chunk, held, busy, add) {
+				report = true
+			}
+		}
+		for id, at := range idle {
+			if now.Sub(at) >= ttl {
+				delete(idle, id)
+			}
 		}
 		for id, until := range busy {
 			if now.After(until.Add(ttl)) && !wanted[id] {
 				delete(busy, id) // forget projects nobody asks for any more
 			}
 		}
-		k.publish(held)
+		if report {
+			k.publish(held)
+		}
 	}
 }
 
@@ -387,8 +410,8 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 
 // take reads the lease rows of ids and takes those that are free or
 // expired (or this holder's own); the others are remembered as busy until
-// they may lapse.
-func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy map[string]time.Time, add func([]store.Lease, time.Time)) {
+// they may lapse. It reports whether it took any.
+func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy map[string]time.Time, add func([]store.Lease, time.Time)) bool {
 	cctx, cancel := k.call(ctx)
 	states, err := k.st.LeaseStates(cctx, k.opt.Name, ids)
 	cancel()
@@ -396,7 +419,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		if ctx.Err() == nil {
 			k.log.Warn("read leases", "err", err)
 		}
-		return
+		return false
 	}
 	read := time.Now()
 	free := make(map[string]bool, len(ids))
@@ -418,7 +441,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		}
 	}
 	if len(takeable) == 0 {
-		return
+		return false
 	}
 	start := time.Now()
 	cctx, cancel = k.call(ctx)
@@ -428,7 +451,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		if ctx.Err() == nil {
 			k.log.Warn("acquire leases", "err", err)
 		}
-		return
+		return false
 	}
 	add(ls, start)
 	got := make(map[string]bool, len(ls))
@@ -443,6 +466,7 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 	if len(ls) > 0 {
 		k.log.Debug("leases taken", "leases", len(ls))
 	}
+	return len(ls) > 0
 }
 
 // takeChunk bounds the projects one read-and-take handles, so that each

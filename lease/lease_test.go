@@ -192,3 +192,32 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestWantChecksOncePerInterval: advances naming a project without work
+// (no targets) cost one Check per renewal interval, not one per advance;
+// a forced Want (a new target) checks at once.
+func TestWantChecksOncePerInterval(t *testing.T) {
+	st := teststore.SQLite(t)
+	p := must(st.CreateProject(context.Background(), storetest.NewUUID())).ID
+	var checks atomic.Int32
+	var hasWork atomic.Bool
+	k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: time.Hour,
+		Wanted: func(context.Context) ([]string, error) { return nil, nil },
+		Check: func(context.Context, string) bool {
+			checks.Add(1)
+			return hasWork.Load()
+		}})
+	run(t, k.Run)
+	for range 50 {
+		k.Want(p, false)
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "the first check", func() bool { return checks.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond)
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("%d Checks for 50 advances within one interval, want 1", n)
+	}
+	hasWork.Store(true)
+	k.Want(p, true)
+	waitFor(t, "the lease after a forced Want", func() bool { _, ok := k.Held().Find(p); return ok })
+}

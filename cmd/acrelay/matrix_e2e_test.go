@@ -98,7 +98,10 @@ func TestServeMatrixDendrite(t *testing.T) {
 	alice := hs.CreateUser("alice")
 	courierUser := hs.UserID("acrelay")
 	data := filepath.Join(dir, "data")
-	args := []string{"--data-dir", data, "--matrix-homeserver", hs.URL, "--matrix-registration", regPath, "--courier-lease", "2s"}
+	// The default lease (15 s): a restart on the same data dir reclaims it
+	// at once, and a send may take up to 3/4 of it (a 2 s lease would cut
+	// Dendrite's slower sends at 1.5 s).
+	args := []string{"--data-dir", data, "--matrix-homeserver", hs.URL, "--matrix-registration", regPath}
 	const op = "matrix-e2e-operator-token"
 	r := startRelay(t, bin, args, "ACRELAY_OPERATOR_TOKEN="+op)
 	p := registerProject(t, r.url, op)
