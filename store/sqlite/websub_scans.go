@@ -23,7 +23,7 @@ const (
 
 	// expiredBatch is one batch of expired subscriptions, oldest first:
 	// the same rows for both deletes of one write transaction.
-	expiredBatch = `SELECT project_id, id FROM websub_subscriptions WHERE expires_at < ?1 ORDER BY expires_at, id LIMIT ?2`
+	expiredBatch         = `SELECT project_id, id FROM websub_subscriptions WHERE expires_at < ?1 ORDER BY expires_at, id LIMIT ?2`
 	deleteExpiredCursors = `DELETE FROM courier_cursors WHERE courier = '` + store.CourierWebSub + `'
 		AND (project_id, target) IN (` + expiredBatch + `)`
 	deleteExpiredSubscriptions = `DELETE FROM websub_subscriptions WHERE (project_id, id) IN (` + expiredBatch + `)`
