@@ -318,7 +318,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	wg.Go(func() { _ = websub.Run(bg) })
 	wg.Go(func() { _ = revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
-	wg.Go(func() { housekeep(bg, st, logger) })
+	wg.Go(func() { housekeep(bg, st, id, cfg.CourierLease, logger) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}
