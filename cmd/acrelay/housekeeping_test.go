@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/sqlite"
@@ -21,12 +22,12 @@ import (
 // session, a recent final submission, a pending one, a live subscription
 // (and its cursor) and a recent verification stay.
 func TestHousekeepOnce(t *testing.T) {
+	teststore.Engines(t, testHousekeepOnce)
+}
+
+func testHousekeepOnce(t *testing.T, open teststore.Open) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	later := now.Add(matrixSubmissionRetained + time.Hour) // the clock of the housekeeping run
 	hash := func(i int) []byte { h := sha256.Sum256([]byte(fmt.Sprint("s", i))); return h[:] }
