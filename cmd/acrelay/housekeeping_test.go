@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +13,6 @@ import (
 	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
-	"github.com/acrelay/acrelay/store/sqlite"
 )
 
 // TestHousekeepOnce: expired sessions, Matrix submissions final for
@@ -122,18 +121,24 @@ func (d *deleteCounter) DeleteExpiredUISessions(ctx context.Context, before time
 	return d.Store.DeleteExpiredUISessions(ctx, before, limit)
 }
 
-// TestHousekeepingOneProcessAtATime: two processes on one store, each with
-// its own holder identity: only the holder of the relay-wide lease
-// housekeeps; when it stops, the other takes the lease over and runs.
+// TestHousekeepingOneProcessAtATime: two processes on one database, each
+// with its own holder identity (on PostgreSQL each with its own pool; on
+// SQLite, which one process opens, sharing the store): only the holder of
+// the relay-wide lease housekeeps; when it stops, the other takes the
+// lease over and runs.
 func TestHousekeepingOneProcessAtATime(t *testing.T) {
+	teststore.Engines(t, testHousekeepingOneProcessAtATime)
+}
+
+func testHousekeepingOneProcessAtATime(t *testing.T, open teststore.Open) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+	stA := open(t)
+	stB := stA
+	if strings.HasSuffix(t.Name(), "/postgres") {
+		stB = open(t) // the same database (teststore.Engines), another pool
 	}
-	defer st.Close()
 	const ttl = 900 * time.Millisecond
-	a, b := &deleteCounter{Store: st}, &deleteCounter{Store: st}
+	a, b := &deleteCounter{Store: stA}, &deleteCounter{Store: stB}
 	ctxA, stopA := context.WithCancel(ctx)
 	ctxB, stopB := context.WithCancel(ctx)
 	doneA, doneB := make(chan struct{}), make(chan struct{})
