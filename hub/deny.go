@@ -37,58 +37,40 @@ func (h *Hub) DenyRevoked(ctx context.Context, tokenID string) error {
 	if !t.Revoked {
 		return nil
 	}
-	subs, err := h.st.Subscriptions(ctx, t.ProjectID)
+	ended, err := h.st.TokenSubscriptions(ctx, t.ProjectID, tokenID)
 	if err != nil {
 		return fmt.Errorf("deny revoked: %w", err)
-	}
-	var ended []store.Subscription
-	for _, s := range subs {
-		if s.TokenID == tokenID {
-			ended = append(ended, s)
-		}
 	}
 	return h.deny(ctx, t.ProjectID, ended)
 }
 
-// denyRevokedAll denies every live subscription whose token is revoked.
+// revokedBatch is how many subscriptions denyRevokedAll reads at once.
+const revokedBatch = 500
+
+// denyRevokedAll denies every live subscription whose token is revoked or
+// gone: one query per batch of revokedBatch, whatever the number of
+// projects, subscriptions or tokens.
 func (h *Hub) denyRevokedAll(ctx context.Context) error {
-	projects, err := h.st.SubscribedProjects(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range projects {
-		subs, err := h.st.Subscriptions(ctx, p)
+	for {
+		subs, err := h.st.RevokedSubscriptions(ctx, revokedBatch)
 		if err != nil {
 			return err
 		}
-		revoked := map[string]bool{}
-		var ended []store.Subscription
-		for _, s := range subs {
-			if s.TokenID == "" {
-				continue
+		full := len(subs) == revokedBatch
+		for len(subs) > 0 { // one deny per project's run of subscriptions
+			n := 1
+			for n < len(subs) && subs[n].ProjectID == subs[0].ProjectID {
+				n++
 			}
-			r, ok := revoked[s.TokenID]
-			if !ok {
-				t, err := h.st.GetToken(ctx, s.TokenID)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					r = true
-				case err != nil:
-					return err
-				default:
-					r = t.Revoked
-				}
-				revoked[s.TokenID] = r
+			if err := h.deny(ctx, subs[0].ProjectID, subs[:n]); err != nil {
+				return err // a removal failed: the next check retries, no loop on it
 			}
-			if r {
-				ended = append(ended, s)
-			}
+			subs = subs[n:]
 		}
-		if err := h.deny(ctx, p, ended); err != nil {
-			return err
+		if !full {
+			return nil
 		}
 	}
-	return nil
 }
 
 func (h *Hub) deny(ctx context.Context, projectID string, subs []store.Subscription) error {

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 type Store interface {
 	store.WebSub
 	store.WebSubLimits
+	store.WebSubScans
 	GetToken(ctx context.Context, id string) (store.Token, error)
 }
 
@@ -428,13 +428,12 @@ func (h *Hub) checkCallback(ctx context.Context, raw string) error {
 	return nil
 }
 
-// subscribed reports whether (topic, callback) has a live subscription.
+// subscribed reports whether (topic, callback) has a live subscription:
+// one indexed lookup (store.WebSubLimits CountWebSub), not the project's
+// whole list.
 func (h *Hub) subscribed(ctx context.Context, projectID, topic, callback string) (bool, error) {
-	subs, err := h.st.Subscriptions(ctx, projectID)
-	if err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(subs, func(s store.Subscription) bool { return s.Topic == topic && s.Callback == callback }), nil
+	c, err := h.st.CountWebSub(ctx, projectID, topic, callback)
+	return c.Subscribed, err
 }
 
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -163,7 +163,10 @@ func (e *env) authorize(r *http.Request, projectID string) (string, bool, error)
 	return t.ID, false, nil
 }
 
-func (e *env) newHub(opt hub.Options) *hub.Hub {
+func (e *env) newHub(opt hub.Options) *hub.Hub { return e.newHubOn(e.st, opt) }
+
+// newHubOn is newHub over st (a wrapper of e.st).
+func (e *env) newHubOn(st hub.Store, opt hub.Options) *hub.Hub {
 	opt.PublicURL = pub
 	g, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	if err != nil {
@@ -189,7 +192,7 @@ func (e *env) newHub(opt hub.Options) *hub.Hub {
 	if opt.RevokedCheck == 0 {
 		opt.RevokedCheck = -1
 	}
-	return hub.New(e.st, opt)
+	return hub.New(st, opt)
 }
 
 // run starts h.Run until the test ends.

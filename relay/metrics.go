@@ -193,24 +193,12 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// subscriptionStates counts the live subscriptions by state; states other
-// than active and failing are not counted (the label set stays bounded).
+// subscriptionStates counts the live subscriptions by state, in one
+// query whatever the number of projects and subscriptions (store
+// WebSubScans CountSubscriptionStates); states other than active and
+// failing are not reported (the label set stays bounded).
 func (s *Server) subscriptionStates(ctx context.Context) (map[string]int, error) {
-	projects, err := s.st.SubscribedProjects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	counts := map[string]int{}
-	for _, p := range projects {
-		subs, err := s.st.Subscriptions(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		for _, sub := range subs {
-			counts[sub.State]++
-		}
-	}
-	return counts, nil
+	return s.st.CountSubscriptionStates(ctx)
 }
 
 // reqInfo is what the metrics wrapper learns while a request is served:

@@ -612,6 +612,7 @@ type Store interface {
 	Advances
 	WebSub
 	WebSubLimits
+	WebSubScans
 	Visibility
 	FeedTokens
 	Archives

@@ -153,3 +153,34 @@ type FeedTokens interface {
 	// ErrNotFound (none with that id in the project), ErrUnavailable.
 	RevokeFeedToken(ctx context.Context, projectID, id string) error
 }
+
+// WebSubScans are the relay-wide WebSub reads and deletes of the timers
+// (the metrics scrape, the hub's revoked-token check, the publish courier's
+// listing, housekeeping): each is one statement, whatever the number of
+// projects, subscriptions or tokens (issue 26 item 4). Migrations sqlite
+// 0017 and postgres 0015 add the indexes they use.
+type WebSubScans interface {
+	// CountSubscriptionStates counts the subscriptions whose lease has not
+	// ended by the database clock, by State. Errors: ErrUnavailable.
+	CountSubscriptionStates(ctx context.Context) (map[string]int, error)
+	// RevokedSubscriptions returns at most limit subscriptions whose lease
+	// has not ended and whose TokenID names a token that is revoked or no
+	// longer exists, sorted by project id then id. Errors: ErrUnavailable.
+	RevokedSubscriptions(ctx context.Context, limit int) ([]Subscription, error)
+	// TokenSubscriptions returns projectID's subscriptions whose lease has
+	// not ended and whose TokenID is tokenID, sorted by id. Errors:
+	// ErrUnavailable.
+	TokenSubscriptions(ctx context.Context, projectID, tokenID string) ([]Subscription, error)
+	// PublicProjectIDs pages the ids of the public projects in ascending
+	// order strictly after afterID, at most limit. Errors: ErrUnavailable.
+	PublicProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error)
+	// DeleteExpiredSubscriptions deletes at most limit subscriptions whose
+	// lease ended before before, oldest expiry first, with their courier
+	// state (cursor), and returns how many it deleted. Errors:
+	// ErrUnavailable.
+	DeleteExpiredSubscriptions(ctx context.Context, before time.Time, limit int) (int, error)
+	// DeleteLapsedVerifications deletes at most limit pending
+	// verifications created before before, oldest first, and returns how
+	// many it deleted. Errors: ErrUnavailable.
+	DeleteLapsedVerifications(ctx context.Context, before time.Time, limit int) (int, error)
+}

@@ -266,7 +266,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	wg.Go(func() { _ = ws.hub.Run(bg) })
 	wg.Go(func() { _ = ws.revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
-	wg.Go(func() { housekeep(bg, st, logger) })
+	wg.Go(func() { housekeep(bg, st, id, cfg.CourierLease, logger) })
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}

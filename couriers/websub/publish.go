@@ -22,7 +22,7 @@ const PublishName = "websub-publish"
 
 // PublishStore is what the publish courier reads.
 type PublishStore interface {
-	ProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error)
+	PublicProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error)
 	ProjectVisibility(ctx context.Context, projectID string) (string, error)
 }
 
@@ -69,22 +69,16 @@ func (p *Publisher) Projects(ctx context.Context) ([]string, error) {
 	if len(p.Hubs) == 0 {
 		return nil, nil
 	}
+	// One query per page of public projects (store WebSubScans), not a
+	// visibility read per project.
 	var out []string
 	after := ""
 	for {
-		ids, err := p.Store.ProjectIDs(ctx, after, 500)
+		ids, err := p.Store.PublicProjectIDs(ctx, after, 500)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range ids {
-			v, err := p.Store.ProjectVisibility(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if v == store.VisibilityPublic {
-				out = append(out, id)
-			}
-		}
+		out = append(out, ids...)
 		if len(ids) < 500 {
 			return out, nil
 		}
