@@ -59,9 +59,9 @@ type Store interface {
 	FeedToken(ctx context.Context, id string) (store.FeedToken, error)
 	RevokeFeedToken(ctx context.Context, projectID, id string) error
 
-	// store.WebSub: the subscription gauges (metrics.go).
-	SubscribedProjects(ctx context.Context) ([]string, error)
-	Subscriptions(ctx context.Context, projectID string) ([]store.Subscription, error)
+	// store.WebSubScans: the subscription gauge (metrics.go), one
+	// counting query per scrape.
+	CountSubscriptionStates(ctx context.Context) (map[string]int, error)
 
 	// store.Matrix: a project's room bindings (appservice.go).
 	MatrixBindings(ctx context.Context, projectID string) ([]store.MatrixBinding, error)

@@ -158,7 +158,7 @@ type FeedTokens interface {
 // (the metrics scrape, the hub's revoked-token check, the publish courier's
 // listing, housekeeping): each is one statement, whatever the number of
 // projects, subscriptions or tokens (issue 26 item 4). Migrations sqlite
-// 0017 and postgres 0015 add the indexes they use.
+// 0016 and postgres 0014 add the indexes they use.
 type WebSubScans interface {
 	// CountSubscriptionStates counts the subscriptions whose lease has not
 	// ended by the database clock, by State. Errors: ErrUnavailable.

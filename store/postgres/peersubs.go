@@ -9,7 +9,7 @@ import (
 )
 
 // PeerSubscriptions (store.PeerSubscriptions): a peer link's WebSub
-// subscriber state, one row per link (migration 0016).
+// subscriber state, one row per link (migration 0015).
 
 var _ store.PeerSubscriptions = (*DB)(nil)
 

@@ -10,7 +10,7 @@ import (
 )
 
 // PeerSubscriptions (store.PeerSubscriptions): a peer link's WebSub
-// subscriber state, one row per link (migration 0018).
+// subscriber state, one row per link (migration 0017).
 
 var _ store.PeerSubscriptions = (*DB)(nil)
 

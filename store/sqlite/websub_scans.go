@@ -8,7 +8,7 @@ import (
 	"github.com/acrelay/acrelay/store"
 )
 
-// The relay-wide WebSub scans (store.WebSubScans, migration 0017): one
+// The relay-wide WebSub scans (store.WebSubScans, migration 0016): one
 // statement each.
 const (
 	countSubscriptionStates = `SELECT state, count(*) FROM websub_subscriptions
