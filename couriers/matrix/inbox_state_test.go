@@ -188,7 +188,10 @@ func TestMatrixCourierOneBindingReadPerBatch(t *testing.T) {
 	e.caughtUp()
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.reads != 4 {
-		t.Errorf("%d binding reads for 20 records in batches of 5, want 4", cs.reads)
+	// One read per delivery: 4 when no batch is retried; a loaded machine
+	// may cut a send at the test's short lease's safe time and retry the
+	// batch (one more read each). One read per record would be 20 or more.
+	if cs.reads < 4 || cs.reads >= 20 {
+		t.Errorf("%d binding reads for 20 records in batches of 5, want one per delivery (4, or a few more after retries), not one per record", cs.reads)
 	}
 }
