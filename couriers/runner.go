@@ -137,6 +137,11 @@ type Options struct {
 	// in between); default 30s.
 	Refresh time.Duration
 	Logger  *slog.Logger
+	// Cache holds the record batches the Runner reads, shared by the
+	// targets at one cursor; give every Runner of a process the same one
+	// (and the WebSub courier) so that one byte budget bounds them all.
+	// Nil: a Cache of DefaultCacheBytes of the Runner's own.
+	Cache *Cache
 	// OnResult, when set, is called after every Deliver call with the
 	// courier's name and the outcome: "delivered", "gone" (ErrTargetGone)
 	// or "failed" (metrics). It must be cheap and must not block.
@@ -162,7 +167,7 @@ type Runner struct {
 	// past the safe time of the lease it started under.
 	keeper *lease.Keeper
 
-	records recordCache // batches shared by targets at the same cursor
+	cache *Cache // batches shared by targets at the same cursor (couriers/cache.go)
 
 	mu       sync.Mutex // guards projects, inflight and lastErr (the scheduler writes, Status reads)
 	projects map[string]*project
@@ -223,11 +228,14 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opt.Cache == nil {
+		opt.Cache = NewCache(DefaultCacheBytes)
+	}
 	id := opt.Identity
 	if id == nil {
 		id = &lease.Identity{ID: opt.Holder}
 	}
-	r := &Runner{st: st, courier: c, opt: opt, log: opt.Logger.With("courier", c.Name()),
+	r := &Runner{st: st, courier: c, opt: opt, cache: opt.Cache, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
 		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
 		advances: make(chan advanceReq, 2*opt.Concurrency)}
@@ -625,7 +633,7 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 			// the target again — no read to learn that nothing is new.
 			return cursor, 0, nil
 		}
-		recs, err := r.records.after(w.ctx, r.st, w.projectID, cursor, r.opt.Batch, w.head)
+		recs, err := recordsAfter(w.ctx, r.cache, r.st, w.projectID, cursor, r.opt.Batch, w.head)
 		if err != nil || len(recs) == 0 {
 			return cursor, 0, err
 		}
@@ -764,78 +772,3 @@ func (w worker) deliver(recs []store.Record) error {
 // errLeaseUnsafe ends a drain whose lease was not renewed in time; the
 // target is rescheduled, without a failure, once the lease is renewed.
 var errLeaseUnsafe = errors.New("lease not renewed in time")
-
-// recordCache shares RecordsAfter batches between the targets of a
-// project that stand at the same cursor (a fan-out: every subscription of
-// a topic reads the same batch). Records are immutable and a batch is the
-// contiguous range (after, last]: it may be reused by a reader whose known
-// head it covers, or when it is a full batch. Bounded; a miss reads the
-// store. Couriers must not modify the records they are handed.
-type recordCache struct {
-	mu      sync.Mutex
-	entries map[recordKey][]store.Record
-	order   []recordKey                 // insertion order, for eviction
-	loading map[recordKey]chan struct{} // a read in flight: others wait for it
-}
-
-type recordKey struct {
-	project string
-	after   int64
-}
-
-const recordCacheEntries = 64
-
-func (c *recordCache) after(ctx context.Context, st Store, projectID string, after int64, limit int, head int64) ([]store.Record, error) {
-	k := recordKey{projectID, after}
-	for {
-		c.mu.Lock()
-		recs, ok := c.entries[k]
-		if ok && len(recs) > 0 && (len(recs) >= limit || recs[len(recs)-1].ReceivedSeq >= head) {
-			c.mu.Unlock()
-			if len(recs) > limit {
-				recs = recs[:limit]
-			}
-			return recs, nil
-		}
-		wait, busy := c.loading[k]
-		if !busy {
-			if c.loading == nil {
-				c.loading = map[recordKey]chan struct{}{}
-			}
-			done := make(chan struct{})
-			c.loading[k] = done
-			c.mu.Unlock()
-			defer func() {
-				c.mu.Lock()
-				delete(c.loading, k)
-				c.mu.Unlock()
-				close(done)
-			}()
-			break
-		}
-		c.mu.Unlock()
-		select { // another worker is reading this batch: take its result
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	recs, err := st.RecordsAfter(ctx, projectID, after, limit)
-	if err != nil || len(recs) == 0 {
-		return recs, err
-	}
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = make(map[recordKey][]store.Record, recordCacheEntries)
-	}
-	if _, dup := c.entries[k]; !dup {
-		c.order = append(c.order, k)
-		if len(c.order) > recordCacheEntries {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.entries[k] = recs
-	c.mu.Unlock()
-	return recs, nil
-}

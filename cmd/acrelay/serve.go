@@ -35,8 +35,11 @@ type serveConfig struct {
 	OperatorToken string
 	ExportDir     string
 	CourierLease  time.Duration
-	PprofAddr     string
-	MetricsAddr   string
+	// CourierCacheBytes is the budget of the couriers' one shared cache
+	// of record batches and rendered WebSub bodies (couriers.Cache).
+	CourierCacheBytes int64
+	PprofAddr         string
+	MetricsAddr       string
 
 	// The embedded WebSub hub (spec/websub.md "Subscribing").
 	WebSubLeaseMin     time.Duration
@@ -86,6 +89,8 @@ keeps only its hash, which later starts use.`,
 	fs.StringVar(&cfg.ExportDir, "export-dir", envOr("ACRELAY_EXPORT_DIR", ""), "enable the export courier: append every project's records as JSON lines to DIR/<project_id>.jsonl (ACRELAY_EXPORT_DIR)")
 	fs.DurationVar(&cfg.CourierLease, "courier-lease", 15*time.Second, "courier lease length; another process takes over this long after the holder dies (ACRELAY_COURIER_LEASE)")
 	bindEnv(cmd, "courier-lease", "ACRELAY_COURIER_LEASE")
+	fs.Int64Var(&cfg.CourierCacheBytes, "courier-cache-bytes", couriers.DefaultCacheBytes, "bytes of record batches and rendered WebSub bodies the couriers keep, shared by all of them; 0 keeps none (ACRELAY_COURIER_CACHE_BYTES)")
+	bindEnv(cmd, "courier-cache-bytes", "ACRELAY_COURIER_CACHE_BYTES")
 	addWebSubFlags(cmd, fs, &cfg) // serve_websub.go
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", envOr("ACRELAY_PPROF_ADDR", ""), "serve net/http/pprof on this (loopback) address for profiling; off by default (ACRELAY_PPROF_ADDR)")
 	fs.StringVar(&cfg.OperatorToken, "operator-token", "", "server-wide operator token (prefer ACRELAY_OPERATOR_TOKEN, ACRELAY_OPERATOR_TOKEN_FILE or operator-token-file in --config; default: made and printed on first start)")
@@ -156,6 +161,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if cfg.CourierLease < minCourierLease {
 		return fmt.Errorf("--courier-lease (ACRELAY_COURIER_LEASE) %s: want at least %s", cfg.CourierLease, minCourierLease)
 	}
+	if cfg.CourierCacheBytes < 0 {
+		return fmt.Errorf("--courier-cache-bytes (ACRELAY_COURIER_CACHE_BYTES) %d: want at least 0", cfg.CourierCacheBytes)
+	}
 	if err := cfg.storeConfig.check(); err != nil {
 		return err
 	}
@@ -202,7 +210,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	defer id.Close()
 	logger.Info("lease holder", "holder", id.ID, "reclaim", id.Reclaim)
-	base := couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult}
+	// One byte budget bounds what every courier caches (couriers.Cache).
+	base := couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
+		Cache: couriers.NewCache(cfg.CourierCacheBytes)}
 	export, err := exportRunner(cfg, st, base) // serve_export.go
 	if err != nil {
 		return err

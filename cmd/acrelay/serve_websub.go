@@ -60,7 +60,8 @@ type webSubServices struct {
 // main listener's bound address; authorize is the relay's topic check
 // (the relay is built after the hub, which it routes /websub/hub to and
 // tells of token revocations). base gives the runners' holder, lease,
-// logger and OnResult; openWebSub sets their backoff.
+// logger, OnResult and the shared cache (the courier's rendered bodies
+// go in it too); openWebSub sets their backoff.
 func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base couriers.Options, metrics *relay.Metrics,
 	authorize func(r *http.Request, projectID string) (string, bool, error)) (*webSubServices, error) {
 	id, logger := base.Identity, base.Logger
@@ -88,7 +89,7 @@ func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base co
 		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
 	})
 	base.Backoff = couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}
-	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger}, base)
+	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger, Cache: base.Cache}, base)
 	ws := &webSubServices{guard: guard, hub: websub, runner: websubRunner, revokedScan: revokedScan}
 	if len(cfg.WebSubPublishHubs) > 0 {
 		// A batch whose pings keep failing is dropped after --websub-give-up,

@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -67,7 +66,7 @@ type Denier interface {
 }
 
 // Courier delivers to WebSub subscriptions. The zero value is not usable;
-// fill every field but Denier and Logger.
+// fill every field but Denier, Logger and Cache.
 type Courier struct {
 	Store     Store
 	Client    *http.Client // SSRF-guarded, redirects never followed (hub.NewHTTPClient)
@@ -75,7 +74,11 @@ type Courier struct {
 	Denier    Denier       // may be nil
 	Logger    *slog.Logger
 
-	bodies bodyCache // one rendering per (topic, batch), shared by its subscriptions
+	// Cache, when set, keeps rendered bodies, one per (topic, batch)
+	// shared by the topic's subscriptions: give it the process's one
+	// couriers.Cache (the Runners' too) so that one byte budget bounds
+	// them. Nil renders every delivery.
+	Cache *couriers.Cache
 }
 
 var _ couriers.Courier = (*Courier)(nil)
@@ -158,7 +161,7 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 	if len(entries) == 0 {
 		return nil
 	}
-	body, contentType, err := c.bodies.render(c.PublicURL, sub, entries)
+	body, contentType, err := c.render(ctx, sub, entries)
 	if err != nil {
 		return err
 	}
@@ -296,51 +299,38 @@ func Render(publicURL string, sub store.Subscription, entries []store.Record) ([
 	return atom.Render(f), ContentTypeAtom, nil
 }
 
-// bodyCache shares rendered delivery bodies: a body depends only on the
-// topic and the entries (Render), so the subscriptions of one topic at one
-// cursor get one rendering; each is still signed with its own secret.
-type bodyCache struct {
-	mu      sync.Mutex
-	entries map[bodyKey][]byte
-	order   []bodyKey
-}
-
+// bodyKey names a rendered body in the shared couriers.Cache: a body
+// depends only on the topic, its format and the entries (Render), so the
+// subscriptions of one topic at one cursor get one rendering; each is
+// still signed with its own secret.
 type bodyKey struct {
 	topic       string
+	format      string
 	first, last int64
 	n           int
 }
 
-const bodyCacheEntries = 64
+// body is a rendered delivery body and its content type.
+type body struct {
+	b           []byte
+	contentType string
+}
 
-func (c *bodyCache) render(publicURL string, sub store.Subscription, entries []store.Record) ([]byte, string, error) {
-	k := bodyKey{topic: sub.Topic, first: entries[0].ReceivedSeq, last: entries[len(entries)-1].ReceivedSeq, n: len(entries)}
-	contentType := ContentTypeAtom
-	if sub.Format == hub.FormatJSON {
-		contentType = ContentTypeJSON
+// render returns the delivery body of entries for sub, rendered once per
+// (topic, batch) while it stays in c.Cache; without a Cache every call
+// renders.
+func (c *Courier) render(ctx context.Context, sub store.Subscription, entries []store.Record) ([]byte, string, error) {
+	if c.Cache == nil {
+		return Render(c.PublicURL, sub, entries)
 	}
-	c.mu.Lock()
-	b, ok := c.entries[k]
-	c.mu.Unlock()
-	if ok {
-		return b, contentType, nil
-	}
-	b, contentType, err := Render(publicURL, sub, entries)
+	k := bodyKey{topic: sub.Topic, format: sub.Format, first: entries[0].ReceivedSeq, last: entries[len(entries)-1].ReceivedSeq, n: len(entries)}
+	v, err := c.Cache.Load(ctx, k, nil, func(context.Context) (any, int64, bool, error) {
+		b, contentType, err := Render(c.PublicURL, sub, entries)
+		return body{b, contentType}, int64(len(b)), err == nil, err
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = make(map[bodyKey][]byte, bodyCacheEntries)
-	}
-	if _, dup := c.entries[k]; !dup {
-		c.order = append(c.order, k)
-		if len(c.order) > bodyCacheEntries {
-			delete(c.entries, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.entries[k] = b
-	c.mu.Unlock()
-	return b, contentType, nil
+	bd := v.(body)
+	return bd.b, bd.contentType, nil
 }
