@@ -41,6 +41,13 @@ type world struct {
 
 func newWorld(t *testing.T, open teststore.Open) *world {
 	t.Helper()
+	return newWorldWith(t, open, nil)
+}
+
+// newWorldWith is newWorld with tune, when not nil, adjusting the
+// runner's options and the courier before they start.
+func newWorldWith(t *testing.T, open teststore.Open, tune func(*couriers.Options, *websub.Courier)) *world {
+	t.Helper()
 	st := open(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,9 +64,13 @@ func newWorld(t *testing.T, open teststore.Open) *world {
 	w.hub = hub.New(st, hub.Options{PublicURL: w.public, Guard: guard, Poll: 50 * time.Millisecond, RevokedCheck: -1, Logger: logger,
 		Authorize: func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) },
 		Refresh:   func(projectID string) { w.runner.Refresh(projectID) }})
-	w.runner = couriers.NewRunner(st, &websub.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: w.public, Denier: w.hub, Logger: logger},
-		couriers.Options{Holder: "relay-1", Logger: logger, LeaseTTL: 3 * time.Second, DeliveryTimeout: 2 * time.Second,
-			Backoff: couriers.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
+	courier := &websub.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: w.public, Denier: w.hub, Logger: logger}
+	opt := couriers.Options{Holder: "relay-1", Logger: logger, LeaseTTL: 3 * time.Second, DeliveryTimeout: 2 * time.Second,
+		Backoff: couriers.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}}
+	if tune != nil {
+		tune(&opt, courier)
+	}
+	w.runner = couriers.NewRunner(st, courier, opt)
 	srv = relay.New(st, relay.Config{PublicURL: w.public, Hub: w.hub, TokenRevoked: w.hub.DenyRevoked, Logger: logger})
 	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv.Handler()}}
 	hs.Start()
