@@ -176,7 +176,7 @@ func applyEnv(cmd *cobra.Command, _ []string) error {
 // wantValue says what a flag's parser takes, for applyEnv's errors.
 func wantValue(f *pflag.Flag) string {
 	switch f.Value.Type() {
-	case "int":
+	case "int", "int64":
 		return "an integer"
 	case "duration":
 		return "a Go duration such as " + f.DefValue
