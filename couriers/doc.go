@@ -66,8 +66,13 @@
 //     transaction per project, so a fan-out to many targets costs a few
 //     syncs rather than one per delivery.
 //   - Targets at one cursor share the batch read after it (a fan-out reads
-//     each batch once, not once per target); couriers must not modify the
-//     records they are handed.
+//     each batch once, not once per target; concurrent readers of a batch
+//     wait for the first read); couriers must not modify the records they
+//     are handed. Batches, and the WebSub courier's rendered bodies, live
+//     in one Cache per process (Options.Cache, `--courier-cache-bytes`,
+//     default 64 MiB), charged by bytes and evicted least recently used
+//     first, so a flood of large events costs at most its budget plus what
+//     the deliveries in flight hold (cache.go), however many targets lag.
 //   - Refresh (a courier's targets changed: a subscription verified, a room
 //     bound) reloads that project's targets within 50 ms; when this process
 //     has no lease of the project, it reads the lease at once and takes it
