@@ -12,6 +12,9 @@ import (
 // (`serve --courier-cache-bytes`): 64 MiB.
 const DefaultCacheBytes = 64 << 20
 
+// DefaultBatchBytes is the default Options.BatchBytes: 1 MiB.
+const DefaultBatchBytes = 1 << 20
+
 // CacheEntryOverhead is the fixed charge, in bytes, of every Cache entry
 // on top of its own size: its map slot, list element and key.
 const CacheEntryOverhead = 128
@@ -30,7 +33,8 @@ const recordOverhead = 176
 //
 // What a process holds for courier data is therefore at most the budget
 // plus what its deliveries in flight hold (each Runner's Options.Concurrency
-// batches and their rendered bodies, whether cached or not).
+// batches of at most about Options.BatchBytes, and their rendered bodies,
+// whether cached or not).
 //
 // Keys are any comparable values; each user keeps to a key type of its own
 // so that users never collide. Values are never copied: callers must not

@@ -273,3 +273,47 @@ func liveHeap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestBatchesAreCutByBytes: with BatchBytes of 150,000, records of about
+// 64 KiB go out three at a time (the third brings a batch past the
+// limit), whatever Batch allows, and a failed batch is retried as exactly
+// those three.
+func TestBatchesAreCutByBytes(t *testing.T) {
+	st := teststore.SQLite(t)
+	s := newProject(t, st)
+	appendBig(t, st, s, 10)
+	recs, err := st.RecordsAfter(context.Background(), s.ProjectID, 0, 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("RecordsAfter: %d, %v", len(recs), err)
+	}
+	if one := couriers.RecordsBytes(recs); 2*one >= 150_000 || 3*one < 150_000 {
+		t.Fatalf("a record is charged %d bytes; the test wants 2 under 150,000 and 3 over", one)
+	}
+	var mu sync.Mutex
+	var batches []int
+	var firstIDs, retryIDs string
+	rec := newRecorder(st, "t")
+	r := couriers.NewRunner(st, &batchRecorder{recorder: rec, record: func(ids []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		batches = append(batches, len(ids))
+		switch len(batches) {
+		case 1:
+			firstIDs = strings.Join(ids, ",")
+			return errors.New("callback answered 503")
+		case 2:
+			retryIDs = strings.Join(ids, ",")
+		}
+		return nil
+	}}, couriers.Options{Holder: "h", LeaseTTL: 3 * time.Second, Backoff: fast, BatchBytes: 150_000})
+	start(t, r)
+	waitFor(t, "five batches", func() bool { mu.Lock(); defer mu.Unlock(); return len(batches) == 5 })
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(batches); got != "[3 3 3 3 1]" {
+		t.Fatalf("batch sizes %s, want [3 3 3 3 1] (a failed 3, its retry, 3, 3, 1)", got)
+	}
+	if retryIDs != firstIDs {
+		t.Fatalf("the retry was %s, the failed batch %s", retryIDs, firstIDs)
+	}
+}

@@ -116,6 +116,13 @@ type Options struct {
 	Holder   string        // the lease holder id when Identity is nil
 	LeaseTTL time.Duration // lease length; renewed every third of it; default 15s
 	Batch    int           // records per delivery; default 100
+	// BatchBytes also bounds a delivery: a batch ends with the record
+	// that brings its RecordsBytes to BatchBytes or more; default 1 MiB
+	// (16 events of the 64 KiB maximum). So what the deliveries in
+	// flight hold is at most Concurrency × (BatchBytes + one record) of
+	// records, whatever the events' size. The cut depends only on the
+	// records, so a retry is still exactly the failed batch.
+	BatchBytes int64
 	// Concurrency bounds the deliveries in flight across every target and
 	// project of this courier; default 32.
 	Concurrency int
@@ -203,6 +210,9 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	}
 	if opt.Batch <= 0 {
 		opt.Batch = 100
+	}
+	if opt.BatchBytes <= 0 {
+		opt.BatchBytes = DefaultBatchBytes
 	}
 	if opt.Concurrency <= 0 {
 		opt.Concurrency = 32
@@ -649,6 +659,11 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 			}
 			upTo = 0
 		}
+		if n := cutBytes(recs, r.opt.BatchBytes); n < len(recs) {
+			// A copy: the rest of a cached batch is not pinned by this
+			// delivery once the cache evicts it.
+			recs = append([]store.Record(nil), recs[:n]...)
+		}
 		if err := w.deliver(recs); err != nil {
 			if errors.Is(err, ErrTargetGone) {
 				if ferr := r.st.ForgetTarget(context.WithoutCancel(w.ctx), r.courier.Name(), w.projectID, w.target.ID); ferr != nil {
@@ -667,6 +682,21 @@ func (w worker) drain() (cursor, failedAt int64, err error) {
 		}
 		cursor = next
 	}
+}
+
+// cutBytes returns how many of recs make a batch of at most about limit
+// bytes (RecordsBytes): up to and including the record that brings the
+// total to limit or more, and at least one. It depends only on recs, so
+// a retry from the same cursor gets the same batch.
+func cutBytes(recs []store.Record, limit int64) int {
+	var total int64
+	for i := range recs {
+		total += RecordsBytes(recs[i : i+1])
+		if total >= limit {
+			return i + 1
+		}
+	}
+	return len(recs)
 }
 
 // refreshDebounce is how long Refresh calls are gathered before the
