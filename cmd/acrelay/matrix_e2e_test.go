@@ -22,12 +22,22 @@ import (
 // courier's user sent to room, oldest first.
 func roomRecords(t *testing.T, cli *mautrix.Client, room id.RoomID, sender id.UserID) []string {
 	t.Helper()
+	out, err := readRoomRecords(cli, room, sender)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readRoomRecords is roomRecords returning the homeserver's error (a
+// loaded Dendrite answers /messages 500 now and then).
+func readRoomRecords(cli *mautrix.Client, room id.RoomID, sender id.UserID) ([]string, error) {
 	var out []string
 	from := ""
 	for {
 		resp, err := cli.Messages(context.Background(), room, from, "", mautrix.DirectionBackward, nil, 100)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		for _, ev := range resp.Chunk {
 			if ev.Sender != sender || ev.Type.Type != matrix.EventTypeRecord {
@@ -39,7 +49,7 @@ func roomRecords(t *testing.T, cli *mautrix.Client, room id.RoomID, sender id.Us
 				} `json:"event"`
 			}
 			if err := json.Unmarshal(ev.Content.VeryRaw, &c); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			out = append(out, c.Event.EventID)
 		}
@@ -51,7 +61,7 @@ func roomRecords(t *testing.T, cli *mautrix.Client, room id.RoomID, sender id.Us
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
 		out[i], out[j] = out[j], out[i]
 	}
-	return out
+	return out, nil
 }
 
 // waitRoom waits until room holds exactly want, in order.
@@ -59,11 +69,14 @@ func waitRoom(t *testing.T, cli *mautrix.Client, room id.RoomID, sender id.UserI
 	t.Helper()
 	deadline := time.Now().Add(40 * time.Second)
 	for {
-		got := roomRecords(t, cli, room, sender)
-		if strings.Join(got, ",") == strings.Join(want, ",") {
+		got, err := readRoomRecords(cli, room, sender)
+		if err == nil && strings.Join(got, ",") == strings.Join(want, ",") {
 			return
 		}
 		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("room %s: %v", room, err)
+			}
 			t.Fatalf("room %s holds %d records, want exactly these %d once each, in order", room, len(got), len(want))
 		}
 		time.Sleep(200 * time.Millisecond)
