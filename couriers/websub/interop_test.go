@@ -23,6 +23,10 @@ import (
 // ACRELAY_NPM_MODULES) and reads its JSON lines.
 type npmSubscriber struct {
 	lines chan map[string]string
+	// seen keeps lines read while waiting for another event: the hub's
+	// verification may reach the subscriber (its "subscribe" line) before
+	// the 202 answering its request does ("requested").
+	seen []map[string]string
 }
 
 func startNPMSubscriber(t *testing.T, hubURL, topic, token, secret string) *npmSubscriber {
@@ -81,6 +85,12 @@ func startNPMSubscriber(t *testing.T, hubURL, topic, token, secret string) *npmS
 // denied lines.
 func (s *npmSubscriber) next(t *testing.T, event string) map[string]string {
 	t.Helper()
+	for i, l := range s.seen {
+		if l["event"] == event {
+			s.seen = append(s.seen[:i], s.seen[i+1:]...)
+			return l
+		}
+	}
 	timeout := time.After(60 * time.Second)
 	for {
 		select {
@@ -94,6 +104,7 @@ func (s *npmSubscriber) next(t *testing.T, event string) map[string]string {
 			if l["event"] == event {
 				return l
 			}
+			s.seen = append(s.seen, l)
 		case <-timeout:
 			t.Fatalf("no %q from the npm subscriber in 60s", event)
 		}
