@@ -295,6 +295,13 @@ func (r *testRelay) eventIDs(pid string) []string {
 	var after int64
 	for {
 		page, err := r.st.ProjectEvents(ctx, pid, after, 200)
+		for try := 0; err != nil && try < 5; try++ {
+			// A read may meet a transient store error on a loaded machine
+			// (the relays write all the while): try again before failing.
+			r.t.Logf("read %s's events: %v (trying again)", r.name, err)
+			time.Sleep(100 * time.Millisecond)
+			page, err = r.st.ProjectEvents(ctx, pid, after, 200)
+		}
 		if err != nil {
 			r.t.Fatal(err)
 		}
