@@ -141,9 +141,19 @@ func TestUIBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the posted event did not appear within 2s: %v", err)
 	}
-	summary, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`li.event[data-received-seq="5"] .summary`)))
-	if err != nil {
-		t.Fatal(err)
+	// The live list may be re-rendered by a later frame between the wait
+	// and the read (the node read is then a detached one): read again
+	// for a moment before judging the text.
+	var summary string
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		summary, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`li.event[data-received-seq="5"] .summary`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if summary == hostile || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if summary != hostile {
 		t.Errorf("summary text %q, want %q", summary, hostile)
