@@ -286,7 +286,7 @@ func TestThreadIndexReplay(t *testing.T) {
 		}
 		runBatch(db, jobs...)
 		for _, j := range jobs {
-			<-j.done
+			<-j.Done()
 		}
 		thrInvariant(t, db)
 		thrCheckReads(t, db, p.ID, thrBrute(t, db, p.ID), []string{"repo-1"}, []string{"x", "y"})

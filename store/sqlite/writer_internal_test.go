@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/groupcommit"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -24,12 +25,12 @@ func answer(t *testing.T, j *job) error {
 	t.Helper()
 	var err error
 	select {
-	case err = <-j.done:
+	case err = <-j.Done():
 	case <-time.After(2 * time.Second):
 		t.Fatal("job never answered")
 	}
 	select {
-	case e := <-j.done:
+	case e := <-j.Done():
 		t.Fatalf("job answered twice: %v", e)
 	default:
 	}
@@ -37,7 +38,7 @@ func answer(t *testing.T, j *job) error {
 }
 
 func appendJobCtx(ctx context.Context, ev *eventAndBytes, res *store.AppendResult, after func(*txn) error) *job {
-	return &job{ctx: ctx, done: make(chan error, 1), run: func(t *txn) error {
+	return groupcommit.NewJob(ctx, func(t *txn) error {
 		in, err := newAppendInput(ev.ev, ev.c)
 		if err != nil {
 			return err
@@ -49,7 +50,7 @@ func appendJobCtx(ctx context.Context, ev *eventAndBytes, res *store.AppendResul
 			return after(t)
 		}
 		return nil
-	}}
+	})
 }
 
 func setupWriterTest(t *testing.T) (*DB, *storetest.Signer, string) {
@@ -75,10 +76,10 @@ func TestReplaySkipsJobWhoseContextEnded(t *testing.T) {
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
 	db.wmu.Lock()
 	b := db.beginBatch()
-	b.run(ja)
+	b.gc.Take(ja)
 	cancel()
-	b.run(jb)
-	b.run(jc)
+	b.gc.Take(jb)
+	b.gc.Take(jc)
 	b.commit()
 	db.wmu.Unlock()
 	if err := answer(t, ja); !errors.Is(err, context.Canceled) {
@@ -135,10 +136,10 @@ func TestReplayBeginFails(t *testing.T) {
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
 	db.wmu.Lock()
 	b := db.beginBatch()
-	b.run(ja)
-	b.run(jb)
+	b.gc.Take(ja)
+	b.gc.Take(jb)
 	db.w = orig
-	b.run(jc)
+	b.gc.Take(jc)
 	b.commit()
 	db.wmu.Unlock()
 	for i, j := range []*job{ja, jb, jc} {
@@ -198,12 +199,12 @@ func TestRefusalBeforeWriteDoesNotReplay(t *testing.T) {
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
 	db.wmu.Lock()
 	b := db.beginBatch()
-	b.run(ja)
-	b.run(jb)
-	if b.safe {
+	b.gc.Take(ja)
+	b.gc.Take(jb)
+	if b.gc.Guarded() {
 		t.Error("a refusal before any write replayed the batch")
 	}
-	b.run(jc)
+	b.gc.Take(jc)
 	b.commit()
 	db.wmu.Unlock()
 	if err := answer(t, ja); err != nil || ra.Record.ReceivedSeq != 1 {
@@ -252,8 +253,8 @@ func TestRefusalAfterWriteIsRolledBack(t *testing.T) {
 	})
 	db.wmu.Lock()
 	b := db.beginBatch()
-	b.run(ja)
-	if !b.safe {
+	b.gc.Take(ja)
+	if !b.gc.Guarded() {
 		t.Error("a refusal after a write did not replay the batch")
 	}
 	b.commit()
@@ -321,12 +322,12 @@ func TestBatchProperty(t *testing.T) {
 		for i, kind := range plan {
 			var err error
 			select {
-			case err = <-jobs[i].done:
+			case err = <-jobs[i].Done():
 			default:
 				rt.Fatalf("job %d (%s) was not answered", i, kind)
 			}
 			select {
-			case e := <-jobs[i].done:
+			case e := <-jobs[i].Done():
 				rt.Fatalf("job %d (%s) answered twice: %v", i, kind, e)
 			default:
 			}
@@ -378,7 +379,7 @@ func runBatch(db *DB, jobs ...*job) {
 	defer db.wmu.Unlock()
 	b := db.beginBatch()
 	for _, j := range jobs {
-		b.run(j)
+		b.gc.Take(j)
 	}
 	b.commit()
 }

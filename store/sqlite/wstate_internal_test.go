@@ -13,6 +13,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/groupcommit"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -166,7 +167,7 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 	// A new sender too: its first append stages "seen active".
 	s2 := storetest.NewSigner(t, p.ID).Register(t, db)
 	newJob := func(run func(t *txn) error) *job {
-		return &job{ctx: ctx, run: run, done: make(chan error, 1)}
+		return groupcommit.NewJob(ctx, run)
 	}
 	appendJob := func(ev *eventAndBytes, created *store.AppendResult) *job {
 		return newJob(func(t *txn) error {
@@ -180,28 +181,27 @@ func TestRolledBackJobStagesNothing(t *testing.T) {
 	}
 	undone := newEvent(t, s2, "rolled back")
 	var undoneRes, nextRes store.AppendResult
-	refused := appendJob(undone, &undoneRes)
-	inner := refused.run
-	refused.run = func(t *txn) error {
-		if err := inner(t); err != nil {
+	inner := appendJob(undone, &undoneRes)
+	refused := newJob(func(t *txn) error {
+		if err := inner.Run(t); err != nil {
 			return err
 		}
 		return fmt.Errorf("refused after the insert: %w", store.ErrNotFound)
-	}
+	})
 	next := newEvent(t, s, "same batch")
 	// Run both jobs in one batch, as the writer goroutine would (it is
 	// idle: nothing is queued, and wmu keeps it out).
 	db.wmu.Lock()
 	second := appendJob(next, &nextRes)
 	b := db.beginBatch()
-	b.run(refused)
-	b.run(second)
+	b.gc.Take(refused)
+	b.gc.Take(second)
 	b.commit()
 	db.wmu.Unlock()
-	if err := <-second.done; err != nil {
+	if err := <-second.Done(); err != nil {
 		t.Fatalf("next job of the batch: %v", err)
 	}
-	if err := <-refused.done; !errors.Is(err, store.ErrNotFound) {
+	if err := <-refused.Done(); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("refusing job: %v", err)
 	}
 	if !undoneRes.Created || undoneRes.Record.ReceivedSeq != 3 {
@@ -239,25 +239,25 @@ func TestBatchReplaysWithSavepoints(t *testing.T) {
 
 	db.wmu.Lock()
 	b := db.beginBatch()
-	b.run(jobs[0])
-	if b.safe {
+	b.gc.Take(jobs[0])
+	if b.gc.Guarded() {
 		t.Error("a batch whose jobs all succeed ran with savepoints")
 	}
-	b.run(jobs[1])
-	if !b.safe {
+	b.gc.Take(jobs[1])
+	if !b.gc.Guarded() {
 		t.Error("a failed job did not turn the batch to savepoints")
 	}
-	b.run(jobs[2])
+	b.gc.Take(jobs[2])
 	b.commit()
 	db.wmu.Unlock()
 
-	if err := <-jobs[0].done; err != nil || firstRes.Record.ReceivedSeq != 1 {
+	if err := <-jobs[0].Done(); err != nil || firstRes.Record.ReceivedSeq != 1 {
 		t.Errorf("first job: %v at %d; want success at 1", err, firstRes.Record.ReceivedSeq)
 	}
-	if err := <-jobs[1].done; !errors.Is(err, boom) {
+	if err := <-jobs[1].Done(); !errors.Is(err, boom) {
 		t.Errorf("failing job: %v; want its own error", err)
 	}
-	if err := <-jobs[2].done; err != nil || lastRes.Record.ReceivedSeq != 2 {
+	if err := <-jobs[2].Done(); err != nil || lastRes.Record.ReceivedSeq != 2 {
 		t.Errorf("last job: %v at %d; want success at 2", err, lastRes.Record.ReceivedSeq)
 	}
 	wantLog(t, db, p.ID, []string{first.ev.ID, last.ev.ID})
