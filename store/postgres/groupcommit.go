@@ -3,21 +3,22 @@ package postgres
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/groupcommit"
 )
 
 // Group commit per project. Appends to one project are serialized by its
 // advisory lock and each commit flushes the WAL while holding it, so
 // concurrent appends to one project would otherwise queue behind one flush
 // each. Instead, appends arriving while a project's batch runs wait for the
-// next batch: one transaction, one lock acquisition, one commit and one
-// flush for all of them, each append in its own savepoint so one refusal
-// touches no other (the same design as store/sqlite's writer). Different
+// next batch (groupcommit.Queues, one queue per project): one transaction,
+// one lock acquisition, one commit and one flush for all of them, each
+// append in its own savepoint so one refusal touches no other
+// (groupcommit.Batch, the policy store/sqlite's writer shares). Different
 // projects run their batches in parallel; other processes still serialize
 // through the advisory lock.
 
@@ -25,117 +26,62 @@ import (
 // of foreign records (submitAppends, at most 200) is never split.
 const maxGroupBatch = 64
 
-type appendJob struct {
-	ctx  context.Context // the caller's: checked before the job runs
-	in   appendInput
-	res  store.AppendResult
-	err  error
-	done chan struct{}
-	// group is shared by the jobs of one page (submitAppends): they are
-	// queued together and run in one batch.
-	group *[]*appendJob
+// appendStep is what an append job runs on: the batch's transaction and
+// the context its SQL runs under (the submitter's for a lone append, the
+// background for a batch, whose transaction is shared).
+type appendStep struct {
+	ctx context.Context
+	tx  pgx.Tx
 }
 
-type projectQueue struct {
-	pending []*appendJob
-	running bool
-}
+type appendJob = groupcommit.Job[appendStep]
 
-type groupCommitter struct {
-	mu     sync.Mutex
-	queues map[string]*projectQueue
+// appendRun is the job of one append: its result lands in *res.
+func appendRun(in appendInput, res *store.AppendResult) func(s appendStep) error {
+	return func(s appendStep) error {
+		var err error
+		*res, err = appendTx(s.ctx, s.tx, in)
+		return err
+	}
 }
 
 // submitAppend queues one append and waits for its batch.
 func (db *DB) submitAppend(ctx context.Context, in appendInput) (store.AppendResult, error) {
-	j := &appendJob{ctx: ctx, in: in, done: make(chan struct{})}
-	g := &db.group
-	g.mu.Lock()
-	if g.queues == nil {
-		g.queues = map[string]*projectQueue{}
+	var res store.AppendResult
+	j := groupcommit.NewJob(ctx, appendRun(in, &res))
+	db.appends.Push(in.ev.ProjectID, j)
+	// When ctx ends first the job may still run (an exact retry then
+	// returns its receipt).
+	if err := j.Wait(); err != nil {
+		return store.AppendResult{}, err
 	}
-	q := g.queues[in.ev.ProjectID]
-	if q == nil {
-		q = &projectQueue{}
-		g.queues[in.ev.ProjectID] = q
-	}
-	q.pending = append(q.pending, j)
-	if !q.running {
-		q.running = true
-		go db.drain(in.ev.ProjectID, q)
-	}
-	g.mu.Unlock()
-	select {
-	case <-j.done:
-		return j.res, j.err
-	case <-ctx.Done():
-		// The job may still run (an exact retry then returns its receipt).
-		return store.AppendResult{}, ctx.Err()
-	}
+	return res, nil
 }
 
-// submitAppends queues ins as one group, in order, into one batch of
+// submitAppends queues ins as one page, in order, into one batch of
 // their project, and waits for each. When ctx ends first, the jobs not
 // answered yet get ctx's error (they may still run).
 func (db *DB) submitAppends(ctx context.Context, projectID string, ins []appendInput) ([]store.AppendResult, []error) {
-	res, errs := make([]store.AppendResult, len(ins)), make([]error, len(ins))
+	res := make([]store.AppendResult, len(ins))
 	if len(ins) == 0 {
-		return res, errs
+		return res, make([]error, 0)
 	}
-	group := make([]*appendJob, len(ins))
+	// got is written by the batch; a result is read only once its job
+	// has answered nil (a job not answered yet may still run).
+	got := make([]store.AppendResult, len(ins))
+	runs := make([]func(appendStep) error, len(ins))
 	for i, in := range ins {
-		group[i] = &appendJob{ctx: ctx, in: in, done: make(chan struct{}), group: &group}
+		runs[i] = appendRun(in, &got[i])
 	}
-	g := &db.group
-	g.mu.Lock()
-	if g.queues == nil {
-		g.queues = map[string]*projectQueue{}
-	}
-	q := g.queues[projectID]
-	if q == nil {
-		q = &projectQueue{}
-		g.queues[projectID] = q
-	}
-	q.pending = append(q.pending, group...)
-	if !q.running {
-		q.running = true
-		go db.drain(projectID, q)
-	}
-	g.mu.Unlock()
-	for i, j := range group {
-		select {
-		case <-j.done:
-			res[i], errs[i] = j.res, j.err
-		case <-ctx.Done():
-			for k := i; k < len(group); k++ {
-				errs[k] = ctx.Err()
-			}
-			return res, errs
+	p := groupcommit.NewPage(ctx, runs)
+	db.appends.Push(projectID, p)
+	errs := p.WaitPage()
+	for i, err := range errs {
+		if err == nil {
+			res[i] = got[i]
 		}
 	}
 	return res, errs
-}
-
-// drain runs the project's batches until none is waiting.
-func (db *DB) drain(projectID string, q *projectQueue) {
-	g := &db.group
-	for {
-		g.mu.Lock()
-		n := min(len(q.pending), maxGroupBatch)
-		for n > 0 && n < len(q.pending) && q.pending[n].group != nil && q.pending[n].group == q.pending[n-1].group {
-			n++ // a page is never split
-		}
-		if n == 0 {
-			q.running = false
-			delete(g.queues, projectID)
-			g.mu.Unlock()
-			return
-		}
-		batch := q.pending[:n:n]
-		q.pending = q.pending[n:]
-		g.mu.Unlock()
-		db.runAppendBatch(batch)
-	}
 }
 
 // jobError reports an append's own refusal, which rolls back only its
@@ -146,67 +92,88 @@ func jobError(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-func (db *DB) runAppendBatch(batch []*appendJob) {
+// runAppendBatch runs one batch of a project's queue (groupcommit.Queues
+// calls it) and answers every job. A lone append runs in a transaction of
+// its own, without a savepoint, under its submitter's context.
+func (db *DB) runAppendBatch(_ string, entries []*appendJob) {
 	start := time.Now()
+	jobs := groupcommit.Jobs(entries)
 	var batchErr error // the transaction's own failure, not a job's refusal
-	defer func() {
+	observe := func() {
 		if db.obs != nil {
-			if len(batch) == 1 && !jobError(batch[0].err) {
-				batchErr = batch[0].err
+			db.obs.ObserveGroupCommit(len(jobs), time.Since(start), batchErr)
+		}
+	}
+	if len(jobs) == 1 {
+		j := jobs[0]
+		jctx := j.Context()
+		err := jctx.Err()
+		if err == nil {
+			err = db.inTx(jctx, "append", readCommitted, func(tx pgx.Tx) error {
+				return j.Run(appendStep{ctx: jctx, tx: tx})
+			})
+			if !jobError(err) {
+				batchErr = err
 			}
-			db.obs.ObserveGroupCommit(len(batch), time.Since(start), batchErr)
 		}
-		for _, j := range batch {
-			close(j.done)
-		}
-	}()
-	ctx := context.Background()
-	if len(batch) == 1 {
-		j := batch[0]
-		if j.err = j.ctx.Err(); j.err != nil {
-			return
-		}
-		j.err = db.inTx(j.ctx, "append", readCommitted, func(tx pgx.Tx) error {
-			var err error
-			j.res, err = appendTx(j.ctx, tx, j.in)
-			return err
-		})
+		observe()
+		j.Answer(err)
 		return
 	}
+	ctx := context.Background()
+	var b *groupcommit.Batch[appendStep]
 	err := db.inTx(ctx, "append", readCommitted, func(tx pgx.Tx) error {
-		for _, j := range batch {
-			j.res, j.err = store.AppendResult{}, nil
-			if j.err = j.ctx.Err(); j.err != nil {
-				continue
-			}
-			if _, err := tx.Exec(ctx, "SAVEPOINT append"); err != nil {
-				return err
-			}
-			res, err := appendTx(ctx, tx, j.in)
-			if err != nil {
-				if !jobError(err) {
-					return err
-				}
-				j.err = mapErr("append", err)
-				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT append"); err != nil {
-					return err
-				}
-				continue
-			}
-			j.res = res
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT append"); err != nil {
-				return err
-			}
+		b = groupcommit.NewBatch[appendStep](pgBatch{ctx: ctx, tx: tx}, nil, len(jobs))
+		for _, e := range entries {
+			b.Take(e)
 		}
-		return nil
+		return b.Err()
 	})
-	if err != nil {
-		for _, j := range batch {
-			if j.err == nil {
-				j.err = err
-			}
-			j.res = store.AppendResult{}
+	batchErr = err
+	observe()
+	if b == nil {
+		// The transaction never began: no job ran.
+		for _, e := range entries {
+			e.Answer(err)
 		}
-		batchErr = err
+		return
 	}
+	b.Answer(err)
+}
+
+// pgBatch is PostgreSQL's side of a groupcommit.Batch: every append in
+// its own savepoint; an append's own refusal (jobError) rolls back only
+// that savepoint, anything else fails the transaction.
+type pgBatch struct {
+	ctx context.Context
+	tx  pgx.Tx
+}
+
+func (p pgBatch) Exec(run func(appendStep) error, _ bool) error {
+	return run(appendStep{ctx: p.ctx, tx: p.tx})
+}
+
+func (p pgBatch) Own(err error) error {
+	if !jobError(err) {
+		return nil
+	}
+	return mapErr("append", err)
+}
+
+func (pgBatch) Clean(error) bool { return false } // never optimistic
+
+func (p pgBatch) Savepoint() error {
+	_, err := p.tx.Exec(p.ctx, "SAVEPOINT append")
+	return err
+}
+
+// RollbackTo leaves the savepoint open: the next one takes the name.
+func (p pgBatch) RollbackTo() error {
+	_, err := p.tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT append")
+	return err
+}
+
+func (p pgBatch) Release() error {
+	_, err := p.tx.Exec(p.ctx, "RELEASE SAVEPOINT append")
+	return err
 }

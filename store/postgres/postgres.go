@@ -24,6 +24,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/groupcommit"
 )
 
 //go:embed migrations/*.sql
@@ -37,10 +38,10 @@ const maxAttempts = 3
 
 // DB is the PostgreSQL store. It is safe for concurrent use.
 type DB struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-	group  groupCommitter // per-project group commit of appends
-	obs    store.Observer // Options.Observer; nil observes nothing
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	appends *groupcommit.Queues[appendStep] // per-project group commit of appends (groupcommit.go)
+	obs     store.Observer                  // Options.Observer; nil observes nothing
 
 	advances   store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
 	listenMu   sync.Mutex
@@ -85,6 +86,7 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 		return nil, mapErr("open postgres", err)
 	}
 	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
+	db.appends = groupcommit.NewQueues(maxGroupBatch, db.runAppendBatch)
 	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
 	return db, nil
 }
