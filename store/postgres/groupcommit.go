@@ -150,7 +150,7 @@ type pgBatch struct {
 }
 
 func (p pgBatch) Exec(run func(appendStep) error, _ bool) error {
-	return run(appendStep{ctx: p.ctx, tx: p.tx})
+	return run(appendStep(p))
 }
 
 func (p pgBatch) Own(err error) error {
