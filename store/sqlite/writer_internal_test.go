@@ -11,31 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/internal/groupcommit"
+	"github.com/acrelay/acrelay/store/internal/groupcommit/gctest"
 	"github.com/acrelay/acrelay/store/storetest"
 )
-
-// answer reads a job's one answer and checks no second one follows.
-func answer(t *testing.T, j *job) error {
-	t.Helper()
-	var err error
-	select {
-	case err = <-j.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("job never answered")
-	}
-	select {
-	case e := <-j.Done():
-		t.Fatalf("job answered twice: %v", e)
-	default:
-	}
-	return err
-}
 
 func appendJobCtx(ctx context.Context, ev *eventAndBytes, res *store.AppendResult, after func(*txn) error) *job {
 	return groupcommit.NewJob(ctx, func(t *txn) error {
@@ -82,13 +65,13 @@ func TestReplaySkipsJobWhoseContextEnded(t *testing.T) {
 	b.gc.Take(jc)
 	b.commit()
 	db.wmu.Unlock()
-	if err := answer(t, ja); !errors.Is(err, context.Canceled) {
+	if err := gctest.Answer(t, ja); !errors.Is(err, context.Canceled) {
 		t.Errorf("a: %v", err)
 	}
-	if err := answer(t, jb); !errors.Is(err, boom) {
+	if err := gctest.Answer(t, jb); !errors.Is(err, boom) {
 		t.Errorf("bad: %v", err)
 	}
-	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
+	if err := gctest.Answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
 		t.Errorf("c: %v at %d", err, rc.Record.ReceivedSeq)
 	}
 	wantLog(t, db, pid, []string{c.ev.ID})
@@ -104,13 +87,13 @@ func TestReplayIsolatesPanicAfterWrite(t *testing.T) {
 	jb := appendJobCtx(context.Background(), bad, &rb, func(*txn) error { panic("kaboom") })
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
 	runBatch(db, ja, jb, jc)
-	if err := answer(t, ja); err != nil {
+	if err := gctest.Answer(t, ja); err != nil {
 		t.Errorf("a: %v", err)
 	}
-	if err := answer(t, jb); !errors.Is(err, store.ErrUnavailable) {
+	if err := gctest.Answer(t, jb); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("bad: %v", err)
 	}
-	if err := answer(t, jc); err != nil {
+	if err := gctest.Answer(t, jc); err != nil {
 		t.Errorf("c: %v", err)
 	}
 	wantLog(t, db, pid, []string{a.ev.ID, c.ev.ID})
@@ -143,7 +126,7 @@ func TestReplayBeginFails(t *testing.T) {
 	b.commit()
 	db.wmu.Unlock()
 	for i, j := range []*job{ja, jb, jc} {
-		if err := answer(t, j); !errors.Is(err, store.ErrUnavailable) {
+		if err := gctest.Answer(t, j); !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("job %d: %v", i, err)
 		}
 	}
@@ -177,7 +160,7 @@ func TestReplayTransactionBreaks(t *testing.T) {
 	}
 	runBatch(db, jobs...)
 	for i, j := range jobs {
-		err := answer(t, j)
+		err := gctest.Answer(t, j)
 		t.Logf("job %d: %v", i, err)
 		if err == nil {
 			t.Errorf("job %d succeeded", i)
@@ -207,13 +190,13 @@ func TestRefusalBeforeWriteDoesNotReplay(t *testing.T) {
 	b.gc.Take(jc)
 	b.commit()
 	db.wmu.Unlock()
-	if err := answer(t, ja); err != nil || ra.Record.ReceivedSeq != 1 {
+	if err := gctest.Answer(t, ja); err != nil || ra.Record.ReceivedSeq != 1 {
 		t.Errorf("a: %v at %d", err, ra.Record.ReceivedSeq)
 	}
-	if err := answer(t, jb); !errors.Is(err, store.ErrSenderNotActive) {
+	if err := gctest.Answer(t, jb); !errors.Is(err, store.ErrSenderNotActive) {
 		t.Errorf("bad: %v, want ErrSenderNotActive", err)
 	}
-	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 2 {
+	if err := gctest.Answer(t, jc); err != nil || rc.Record.ReceivedSeq != 2 {
 		t.Errorf("c: %v at %d", err, rc.Record.ReceivedSeq)
 	}
 	wantLog(t, db, pid, []string{a.ev.ID, c.ev.ID})
@@ -232,10 +215,10 @@ func TestSwallowedStatementFailure(t *testing.T) {
 	})
 	jc := appendJobCtx(context.Background(), c, &rc, nil)
 	runBatch(db, ja, jc)
-	if err := answer(t, ja); !errors.Is(err, store.ErrUnavailable) {
+	if err := gctest.Answer(t, ja); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("a: %v, want ErrUnavailable", err)
 	}
-	if err := answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
+	if err := gctest.Answer(t, jc); err != nil || rc.Record.ReceivedSeq != 1 {
 		t.Errorf("c: %v at %d, want success at 1", err, rc.Record.ReceivedSeq)
 	}
 	wantLog(t, db, pid, []string{c.ev.ID})
@@ -259,7 +242,7 @@ func TestRefusalAfterWriteIsRolledBack(t *testing.T) {
 	}
 	b.commit()
 	db.wmu.Unlock()
-	if err := answer(t, ja); !errors.Is(err, store.ErrNotFound) {
+	if err := gctest.Answer(t, ja); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a: %v, want its refusal", err)
 	}
 	wantLog(t, db, pid, nil)

@@ -60,6 +60,7 @@ func (j *Job[T]) Done() <-chan error { return j.done }
 // Wait waits for the job's answer, or returns ctx's error when the
 // submitter's context ends first. The job is then skipped if it has not
 // started, or commits normally if it has (an exact retry tells which).
+// Not for pages: see WaitPage.
 func (j *Job[T]) Wait() error {
 	select {
 	case err := <-j.done:
@@ -189,9 +190,9 @@ func (b *Batch[T]) Fail(err error) {
 	}
 }
 
-// Answer answers every job once: its own error, else cause (nil after a
+// Answer answers every job: its own error, else cause (nil after a
 // commit, the transaction's failure otherwise). Jobs taken after a
-// failure get cause too.
+// failure get cause too. Call it once per batch.
 func (b *Batch[T]) Answer(cause error) {
 	for i, j := range b.jobs {
 		err := b.errs[i]

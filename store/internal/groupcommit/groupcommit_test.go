@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/acrelay/acrelay/store/internal/groupcommit"
+	"github.com/acrelay/acrelay/store/internal/groupcommit/gctest"
 )
 
 // step is what a test job runs on: the batch's transaction and its number.
@@ -158,6 +159,15 @@ func insert(key string, n int, fail error) func(*step) error {
 	}
 }
 
+// jobsOf returns a job per fail, the i-th inserting ("p", i+1).
+func jobsOf(fails ...error) []*job {
+	jobs := make([]*job, len(fails))
+	for i, fail := range fails {
+		jobs[i] = groupcommit.NewJob(context.Background(), insert("p", i+1, fail))
+	}
+	return jobs
+}
+
 type row struct {
 	key      string
 	n, batch int
@@ -185,23 +195,6 @@ func (s *store) rows(t *testing.T) []row {
 	return out
 }
 
-// answer reads a job's one answer and checks that no second one follows.
-func answer(t *testing.T, j *job) error {
-	t.Helper()
-	var err error
-	select {
-	case err = <-j.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("job never answered")
-	}
-	select {
-	case e := <-j.Done():
-		t.Fatalf("job answered twice: %v", e)
-	default:
-	}
-	return err
-}
-
 // A job failing in the middle of a batch gets its own error and nothing of
 // it stays; the jobs before and after it commit in the same transaction.
 // Optimistic: the batch turns to savepoints (one restart) for it, but not
@@ -209,15 +202,8 @@ func answer(t *testing.T, j *job) error {
 func TestFailingJobInTheMiddle(t *testing.T) {
 	for _, optimistic := range []bool{false, true} {
 		t.Run(fmt.Sprint("optimistic=", optimistic), func(t *testing.T) {
-			ctx := context.Background()
 			s := open(t, optimistic)
-			jobs := []*job{
-				groupcommit.NewJob(ctx, insert("p", 1, nil)),
-				groupcommit.NewJob(ctx, insert("p", 2, errClean)),
-				groupcommit.NewJob(ctx, insert("p", 3, nil)),
-				groupcommit.NewJob(ctx, insert("p", 4, errOwn)),
-				groupcommit.NewJob(ctx, insert("p", 5, nil)),
-			}
+			jobs := jobsOf(nil, errClean, nil, errOwn, nil)
 			b, st := s.begin(1)
 			for i, j := range jobs {
 				b.Take(j)
@@ -231,7 +217,7 @@ func TestFailingJobInTheMiddle(t *testing.T) {
 			s.finish(b, st)
 			want := []error{nil, errClean, nil, errOwn, nil}
 			for i, j := range jobs {
-				if err := answer(t, j); !errors.Is(err, want[i]) || (want[i] == nil && err != nil) {
+				if err := gctest.Answer(t, j); !errors.Is(err, want[i]) || (want[i] == nil && err != nil) {
 					t.Errorf("job %d: %v, want %v", i, err, want[i])
 				}
 			}
@@ -250,14 +236,8 @@ func TestFailingJobInTheMiddle(t *testing.T) {
 // not run, every job not failed on its own gets the cause, jobs taken
 // after the failure too, and nothing is committed.
 func TestTransactionFailureAnswersEveryJob(t *testing.T) {
-	ctx := context.Background()
 	s := open(t, false)
-	jobs := []*job{
-		groupcommit.NewJob(ctx, insert("p", 1, nil)),
-		groupcommit.NewJob(ctx, insert("p", 2, errOwn)),
-		groupcommit.NewJob(ctx, insert("p", 3, errFatal)),
-		groupcommit.NewJob(ctx, insert("p", 4, nil)),
-	}
+	jobs := jobsOf(nil, errOwn, errFatal, nil)
 	b, st := s.begin(1)
 	for _, j := range jobs {
 		b.Take(j)
@@ -267,7 +247,7 @@ func TestTransactionFailureAnswersEveryJob(t *testing.T) {
 	}
 	s.finish(b, st)
 	for i, want := range []error{errFatal, errOwn, errFatal, errFatal} {
-		if err := answer(t, jobs[i]); !errors.Is(err, want) {
+		if err := gctest.Answer(t, jobs[i]); !errors.Is(err, want) {
 			t.Errorf("job %d: %v, want %v", i, err, want)
 		}
 	}
@@ -309,7 +289,7 @@ func TestPageCommitsWhole(t *testing.T) {
 		}
 	}
 	for _, j := range []*job{first, before, after} {
-		if err := answer(t, j); err != nil {
+		if err := gctest.Answer(t, j); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -347,10 +327,10 @@ func TestCancelledWhileWaiting(t *testing.T) {
 		}
 	}
 	close(s.hold)
-	if err := answer(t, later); err != nil {
+	if err := gctest.Answer(t, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := answer(t, waiting); !errors.Is(err, context.Canceled) {
+	if err := gctest.Answer(t, waiting); !errors.Is(err, context.Canceled) {
 		t.Errorf("the batch answered the cancelled job %v, want context.Canceled", err)
 	}
 	want := []row{{"p", 0, 1}, {"p", 4, 2}}
@@ -381,7 +361,7 @@ func TestOrderWithinKey(t *testing.T) {
 	}
 	for _, j := range jobs {
 		if j.Len() == 1 {
-			if err := answer(t, j); err != nil {
+			if err := gctest.Answer(t, j); err != nil {
 				t.Fatal(err)
 			}
 			continue
