@@ -244,6 +244,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if boot != nil {
 		printBootstrap(out, boot, public)
 	}
+	logKey, err := openLogKey(ctx, st, public) // serve_tlog.go
+	if err != nil {
+		return err
+	}
+	logger.Info("log key", "verifier_key", logKey.VerifierKey)
 
 	var srv *relay.Server
 	ws, err := openWebSub(cfg, st, public, ln.Addr().String(), base, metrics, // serve_websub.go
@@ -277,6 +282,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	wg.Go(func() { _ = ws.revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
 	wg.Go(func() { housekeep(bg, st, id, cfg.CourierLease, logger) })
+	wg.Go(func() {
+		runSequencer(bg, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
+	})
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}
