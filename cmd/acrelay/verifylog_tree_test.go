@@ -164,3 +164,36 @@ func TestVerifyLogTree(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupCarriesLogKey: `acrelay backup` of a SQLite store carries the
+// log key and the trees: the restored store shows the same verifier key
+// and verify-log checks its tree against its records.
+func TestBackupCarriesLogKey(t *testing.T) {
+	ts := newTreeStore(t, "sqlite")
+	out := filepath.Join(t.TempDir(), "snapshot.db")
+	if _, _, err := runAgent(t, newBackupCmd(), "", append(ts.args, "--out", out)...); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	restored := t.TempDir()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(restored, "acrelay.db"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, _, err1 := runAgent(t, newLogKeyCmd(), "", append([]string{"show"}, ts.args...)...)
+	dst, _, err2 := runAgent(t, newLogKeyCmd(), "", "show", "--data-dir", restored)
+	if err1 != nil || err2 != nil || src != dst || !strings.HasPrefix(dst, "relay.test+") {
+		t.Fatalf("log key %q (%v) restored as %q (%v)", src, err1, dst, err2)
+	}
+	stdout, _, err := runAgent(t, newVerifyLogCmd(), "", "--data-dir", restored)
+	if err != nil || !strings.Contains(stdout, "301 event(s) verified, 300 tree leaf/leaves checked") {
+		t.Fatalf("verify-log on the restore: %v\n%s", err, stdout)
+	}
+	// A store no relay has served has no log key to show.
+	_, _, err = runAgent(t, newLogKeyCmd(), "", "show", "--data-dir", servedStore(t))
+	if !errors.Is(err, errNoLogKey) {
+		t.Fatalf("log-key show without a key: %v, want errNoLogKey", err)
+	}
+}
