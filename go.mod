@@ -27,6 +27,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/yosida95/uritemplate/v3 v3.0.2
+	golang.org/x/mod v0.43.0
 	golang.org/x/time v0.16.0
 	maunium.net/go/mautrix v0.32.0
 	modernc.org/sqlite v1.62.0
