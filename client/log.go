@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	acrtlog "github.com/acrelay/acrelay/tlog"
 	"github.com/acrelay/acrelay/wire"
 )
 
@@ -41,7 +41,7 @@ var (
 )
 
 // logTileHeight is the tile height of C2SP tlog-tiles: 256 hashes a tile.
-const logTileHeight = 8
+const logTileHeight = acrtlog.TileHeight
 
 // Checkpoint is a verified checkpoint: the origin, tree size and root of
 // its note text, and the signed note exactly as served (with every
@@ -58,36 +58,21 @@ func (c *Checkpoint) Tree() tlog.Tree { return tlog.Tree{N: c.Size, Hash: c.Root
 
 // ParseCheckpoint opens msg, a C2SP tlog-checkpoint signed note, with the
 // log's verifier v (signatures of other keys, such as witnesses'
-// cosignatures, are kept but not checked) and parses its text: origin,
-// decimal size without leading zeros, standard-base64 32-byte root, then
-// optional non-empty extension lines. Error: ErrCheckpointInvalid
-// wrapping the reason (a note.Open error when the log's signature is
-// missing or wrong).
+// cosignatures, are kept but not checked) and parses its text with
+// tlog.ParseCheckpoint: origin, decimal size without leading zeros,
+// standard-base64 32-byte root (the relay writes no extension lines).
+// Error: ErrCheckpointInvalid wrapping the reason (a note.Open error when
+// the log's signature is missing or wrong, or tlog.ErrBadCheckpoint).
 func ParseCheckpoint(msg []byte, v note.Verifier) (*Checkpoint, error) {
 	n, err := note.Open(msg, note.VerifierList(v))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpointInvalid, err)
 	}
-	lines := strings.Split(n.Text, "\n") // n.Text ends with "\n" (note.Open checks)
-	lines = lines[:len(lines)-1]
-	if len(lines) < 3 {
-		return nil, fmt.Errorf("%w: fewer than three lines", ErrCheckpointInvalid)
+	c, err := acrtlog.ParseCheckpoint(n.Text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCheckpointInvalid, err)
 	}
-	for _, l := range lines {
-		if l == "" {
-			return nil, fmt.Errorf("%w: empty line", ErrCheckpointInvalid)
-		}
-	}
-	size, err := strconv.ParseInt(lines[1], 10, 64)
-	if err != nil || size < 0 || strconv.FormatInt(size, 10) != lines[1] {
-		return nil, fmt.Errorf("%w: tree size %q", ErrCheckpointInvalid, lines[1])
-	}
-	root, err := base64.StdEncoding.Strict().DecodeString(lines[2])
-	if err != nil || len(root) != tlog.HashSize {
-		return nil, fmt.Errorf("%w: root hash", ErrCheckpointInvalid)
-	}
-	cp := &Checkpoint{Origin: lines[0], Size: size, Note: bytes.Clone(msg)}
-	copy(cp.Root[:], root)
+	cp := &Checkpoint{Origin: c.Origin, Size: c.Size, Root: c.Root, Note: bytes.Clone(msg)}
 	return cp, nil
 }
 
@@ -214,39 +199,6 @@ func (l *Log) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 	return cp, nil
 }
 
-// tilePath is the C2SP tlog-tiles path of t: tile/<L>/<N>[.p/<W>], N in
-// three-digit elements all but the last prefixed by x; L = -1 names the
-// entry bundle (tile/entries/…).
-func tilePath(t tlog.Tile) string {
-	var elems []string
-	n := t.N
-	for {
-		elems = append(elems, fmt.Sprintf("%03d", n%1000))
-		n /= 1000
-		if n == 0 {
-			break
-		}
-	}
-	var b strings.Builder
-	b.WriteString("tile/")
-	if t.L < 0 {
-		b.WriteString("entries")
-	} else {
-		b.WriteString(strconv.Itoa(t.L))
-	}
-	for i := len(elems) - 1; i >= 0; i-- {
-		b.WriteByte('/')
-		if i > 0 {
-			b.WriteByte('x')
-		}
-		b.WriteString(elems[i])
-	}
-	if t.W < 1<<t.H {
-		b.WriteString(".p/" + strconv.Itoa(t.W))
-	}
-	return b.String()
-}
-
 // fetchTile reads one tile (hash tile or, with L = -1, entry bundle). A
 // partial tile the relay no longer has (404) is cut from the full one,
 // as C2SP tlog-tiles allows.
@@ -263,18 +215,18 @@ func (l *Log) fetchTile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 		return d, nil
 	}
 	l.mu.Unlock()
-	d, err := l.get(ctx, tilePath(t))
+	d, err := l.get(ctx, acrtlog.TilePath(t))
 	var ae *APIError
 	if err != nil && !full && errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 		ft := t
 		ft.W = 1 << t.H
-		fd, ferr := l.get(ctx, tilePath(ft))
+		fd, ferr := l.get(ctx, acrtlog.TilePath(ft))
 		if ferr != nil {
 			return nil, err
 		}
 		if t.L >= 0 {
 			if len(fd) < t.W*tlog.HashSize {
-				return nil, fmt.Errorf("%w: tile %s is %d bytes", ErrMalformedRecord, tilePath(ft), len(fd))
+				return nil, fmt.Errorf("%w: tile %s is %d bytes", ErrMalformedRecord, acrtlog.TilePath(ft), len(fd))
 			}
 			d, err = fd[:t.W*tlog.HashSize], nil
 		} else {
@@ -282,7 +234,7 @@ func (l *Log) fetchTile(ctx context.Context, t tlog.Tile) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tilePath(t), err)
+		return nil, fmt.Errorf("%s: %w", acrtlog.TilePath(t), err)
 	}
 	if t.L >= 0 {
 		l.mu.Lock()
@@ -403,24 +355,6 @@ type Entry struct {
 	Data  []byte
 }
 
-// decodeBundle splits a C2SP entry bundle: big-endian uint16
-// length-prefixed entries.
-func decodeBundle(b []byte) ([][]byte, error) {
-	var out [][]byte
-	for len(b) > 0 {
-		if len(b) < 2 {
-			return nil, errors.New("entry bundle: truncated length")
-		}
-		n := int(b[0])<<8 | int(b[1])
-		if len(b) < 2+n {
-			return nil, errors.New("entry bundle: truncated entry")
-		}
-		out = append(out, b[2:2+n])
-		b = b[2+n:]
-	}
-	return out, nil
-}
-
 // Entries yields the entries with indexes in [start, end) of the tree at
 // cp, streaming entry bundles one at a time, each entry checked against
 // the level-0 tile authenticated against cp (its RecordHash must be the
@@ -442,9 +376,9 @@ func (l *Log) Entries(ctx context.Context, cp *Checkpoint, start, end int64) ite
 				yield(Entry{}, err)
 				return
 			}
-			entries, err := decodeBundle(data)
+			entries, err := acrtlog.DecodeBundle(data)
 			if err == nil && int64(len(entries)) < w {
-				err = fmt.Errorf("entry bundle %s holds %d entries, want %d", tilePath(t), len(entries), w)
+				err = fmt.Errorf("entry bundle %s holds %d entries, want %d", acrtlog.TilePath(t), len(entries), w)
 			}
 			if err != nil {
 				yield(Entry{}, fmt.Errorf("%w: %w", ErrMalformedRecord, err))
@@ -466,7 +400,7 @@ func (l *Log) Entries(ctx context.Context, cp *Checkpoint, start, end int64) ite
 					continue
 				}
 				if tlog.RecordHash(e) != hashes[i] {
-					yield(Entry{}, fmt.Errorf("%w: entry %d (received_seq %d) of bundle %s does not hash to the tree's leaf", ErrNotIncluded, x, x+1, tilePath(t)))
+					yield(Entry{}, fmt.Errorf("%w: entry %d (received_seq %d) of bundle %s does not hash to the tree's leaf", ErrNotIncluded, x, x+1, acrtlog.TilePath(t)))
 					return
 				}
 				if !yield(Entry{Index: x, Data: e}, nil) {

@@ -260,23 +260,6 @@ func logClient(t testing.TB, srv *httptest.Server, token string) *Client {
 	return c
 }
 
-func TestTilePath(t *testing.T) {
-	for _, tc := range []struct {
-		tile tlog.Tile
-		want string
-	}{
-		{tlog.Tile{H: 8, L: 0, N: 0, W: 256}, "tile/0/000"},
-		{tlog.Tile{H: 8, L: 0, N: 1234067, W: 256}, "tile/0/x001/x234/067"},
-		{tlog.Tile{H: 8, L: 2, N: 1000, W: 7}, "tile/2/x001/000.p/7"},
-		{tlog.Tile{H: 8, L: -1, N: 5, W: 256}, "tile/entries/005"},
-		{tlog.Tile{H: 8, L: -1, N: 273, W: 112}, "tile/entries/273.p/112"},
-	} {
-		if got := tilePath(tc.tile); got != tc.want {
-			t.Errorf("tilePath(%+v) = %q, want %q", tc.tile, got, tc.want)
-		}
-	}
-}
-
 func TestAuditHonestLogAndConsistency(t *testing.T) {
 	ls, srv := newLogServer(t, 600)
 	l := logClient(t, srv, "").Log(logProject, ls.verifier(t))
