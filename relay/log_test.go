@@ -533,4 +533,3 @@ func TestLogTamperedStore(t *testing.T) {
 		})
 	}
 }
-
