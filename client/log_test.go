@@ -327,6 +327,8 @@ func TestAuditCatchesBadEntries(t *testing.T) {
 			return e
 		}, ErrNotIncluded, "entry 5 (received_seq 6) of bundle"},
 		{"deleted row", func(e [][]byte) [][]byte { return append(e[:100], e[101:]...) },
+			ErrNotIncluded, "entry 100 (received_seq 101) of bundle"},
+		{"deleted last row", func(e [][]byte) [][]byte { return e[:255] },
 			ErrMalformedRecord, "entry bundle tile/entries/000 holds 255 entries, want 256"},
 		{"deleted row, the bundle refilled", func(e [][]byte) [][]byte {
 			return append(append(e[:100], e[101:]...), RecordLeaf(testRecord(257, "record 257")))
