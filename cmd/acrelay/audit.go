@@ -175,7 +175,9 @@ func runAudit(ctx context.Context, out, stderr io.Writer, c *client.Client, a au
 		return auditFail(out, "%v", err)
 	}
 	if prev != nil {
-		if rep.Consistent {
+		if rep.Consistent && prev.Size == rep.Checkpoint.Size {
+			fmt.Fprintf(out, "consistency  size %d unchanged, same root\n", prev.Size)
+		} else if rep.Consistent {
 			fmt.Fprintf(out, "consistency  size %d → %d: proved\n", prev.Size, rep.Checkpoint.Size)
 		} else if err != nil {
 			return auditFail(out, "consistency from size %d: %v", prev.Size, err)

@@ -149,7 +149,7 @@ func TestAuditCommand(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != 1 {
 		t.Fatalf("audit --all after the edit: %v, want exit 1\n%s", err, stdout)
 	}
-	wantTail := "consistency  size 15 → 15: proved\n" +
+	wantTail := "consistency  size 15 unchanged, same root\n" +
 		"entries      2 of received_seq 1..15 checked before the failure\n" +
 		"FAIL         record not included in the log: entry 2 (received_seq 3) of bundle tile/entries/000.p/15 does not hash to the tree's leaf\n"
 	if !strings.HasSuffix(stdout, wantTail) {
