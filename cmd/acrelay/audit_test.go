@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -18,6 +19,8 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/acrelay/acrelay/couriers/websub"
+	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/sequencer"
 	"github.com/acrelay/acrelay/store"
@@ -260,5 +263,65 @@ func TestFollowVerifyLog(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != 1 || strings.Count(out, "\n") != 2 ||
 		!strings.HasPrefix(err.Error(), "--verify-log: record received_seq 3: record not included in the log: leaf 2 in tree 4") {
 		t.Fatalf("follow over an edited receipt: %v\n%s", err, out)
+	}
+}
+
+// TestSubscribeVerifyLog: subscribe --verify-log checks each delivered
+// record against the log of the topic's relay (the real relay in this
+// process; the hub is the test's loopHub): the record as stored prints,
+// the same record with another receipt ends subscribe with exit status 1.
+func TestSubscribeVerifyLog(t *testing.T) {
+	ar := newAuditRelay(t)
+	p := registerProject(t, ar.url, auditOperator)
+	p.post(t, ar.url, "over websub")
+	p.post(t, ar.url, "and again")
+	ar.integrate(t, p.id)
+	recs, err := ar.st.RecordsAfter(t.Context(), p.id, 0, 2)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records %d, %v", len(recs), err)
+	}
+	h := newLoopHub(t)
+	topic := hub.Topic{ProjectID: p.id, RepositoryID: "repo:mp", Format: hub.FormatAtom}.URL(ar.url)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cfg, out, errb, done := startSubscribe(t, ctx, subscribeConfig{Topic: topic, Hub: h.URL + hub.HubPath, Token: p.token,
+		Lease: time.Hour, VerifyTimeout: 5 * time.Second, VerifyLog: true, LogKey: ar.key.VerifierKey})
+	h.expect(t, "verified subscribe")
+	form, _ := h.form(0)
+	secret := []byte(form.Get("hub.secret"))
+	deliver := func(rec store.Record) {
+		t.Helper()
+		body, ct, err := websub.Render(h.URL, store.Subscription{Topic: topic, RepositoryID: "repo:mp", Format: hub.FormatAtom}, []store.Record{rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, cfg.PublicCallback, bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Link", websub.LinkHeader(h.URL, topic))
+		req.Header.Set("X-Hub-Signature", websub.Signature(secret, body))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	deliver(recs[0])
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(out.String(), "\n") < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("record 1 not printed: %s", errb)
+		}
+	}
+	forged := recs[1]
+	forged.ReceivedAt = forged.ReceivedAt.Add(time.Second)
+	deliver(forged)
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscribe still running after a record outside the log")
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.HasPrefix(err.Error(), "--verify-log: record received_seq 2: record not included in the log") ||
+		strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("subscribe: %v\nstdout %s", err, out)
 	}
 }
