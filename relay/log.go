@@ -295,10 +295,68 @@ func treeSize(q map[string]string, head store.TreeHead) (int64, bool, error) {
 	return n, true, nil
 }
 
+// hashReader reads the project's stored hashes (tlog.StoredHashIndex
+// numbering) through the hash cache, computing the misses from tiles.
 func (s *Server) hashReader(ctx context.Context, projectID string) tlog.HashReader {
-	return acrtlog.NewStoreHashReader(ctx, func(ctx context.Context, tiles []tlog.Tile) ([][]byte, error) {
+	sr := acrtlog.NewStoreHashReader(ctx, func(ctx context.Context, tiles []tlog.Tile) ([][]byte, error) {
 		return s.readTiles(ctx, projectID, tiles)
 	})
+	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(indexes))
+		var miss []int64
+		var at []int
+		c := &s.hashes
+		c.mu.Lock()
+		for i, x := range indexes {
+			if h, ok := c.m[hashKey{projectID, x}]; ok {
+				out[i] = h
+			} else {
+				miss, at = append(miss, x), append(at, i)
+			}
+		}
+		c.mu.Unlock()
+		if len(miss) == 0 {
+			return out, nil
+		}
+		hs, err := sr.ReadHashes(miss)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.m == nil {
+			c.m = make(map[hashKey]tlog.Hash, hashCacheSize)
+		}
+		for j, x := range miss {
+			out[at[j]] = hs[j]
+			for k := range c.m {
+				if len(c.m) < hashCacheSize {
+					break
+				}
+				delete(c.m, k)
+			}
+			c.m[hashKey{projectID, x}] = hs[j]
+		}
+		return out, nil
+	})
+}
+
+// hashCacheSize bounds the stored hashes kept in memory (about 100 bytes
+// each with the key: at most about 6.5 MB).
+const hashCacheSize = 1 << 16
+
+// hashKey names a stored hash: the root of a complete subtree, which
+// never changes, so a cached hash is never stale.
+type hashKey struct {
+	projectID string
+	index     int64
+}
+
+// hashCache keeps the stored hashes proofs computed (the upper ones are
+// in every proof). Eviction is of an arbitrary entry when full.
+type hashCache struct {
+	mu sync.Mutex
+	m  map[hashKey]tlog.Hash
 }
 
 // tileCacheSize bounds the tiles kept in memory: at most 8 KiB each, so

@@ -101,7 +101,8 @@ type Server struct {
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
 
-	tiles tileCache // the log's tiles read recently (relay/log.go)
+	tiles  tileCache // the log's tiles read recently (relay/log.go)
+	hashes hashCache // the log's stored hashes proofs computed
 }
 
 // New returns a Server over st. It starts no goroutines.
