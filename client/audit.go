@@ -58,6 +58,9 @@ type AuditOptions struct {
 	// All reads every entry from the first, not only those added since
 	// the previous checkpoint.
 	All bool
+	// NoEntries reads no entry: the checkpoint and the consistency only
+	// (a feed capability cannot read entry bundles).
+	NoEntries bool
 	// Progress, when set, is called after each entry bundle with the
 	// entries checked so far and the number to check.
 	Progress func(done, total int64)
@@ -102,6 +105,10 @@ func (l *Log) Audit(ctx context.Context, previous *Checkpoint, opt AuditOptions)
 		}
 	}
 	rep.To = cp.Size
+	if opt.NoEntries {
+		rep.From = rep.To
+		return rep, nil
+	}
 	for e, err := range l.Entries(ctx, cp, rep.From, rep.To) {
 		if err != nil {
 			return rep, err

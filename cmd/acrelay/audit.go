@@ -53,7 +53,9 @@ contradiction between two checkpoints prints both signed notes (split-view
 evidence, checkable by anyone with the log key).
 
 A public project needs no token; a private one needs a read token, or
---feed with a feed capability.`,
+--feed with a feed capability, which checks the checkpoint and its
+consistency but reads no entry (bundles hold every repository's records,
+a capability reads one; follow its feed with --verify-log instead).`,
 		Example: `  acrelay audit --url https://relay.example --project 1111…1111 --state audit.json
   acrelay audit --url https://relay.example --project 1111…1111 --state audit.json --all \
     --log-key 'relay.example+1a2b3c4d+AbC…'`,
@@ -159,7 +161,7 @@ func runAudit(ctx context.Context, out, stderr io.Writer, c *client.Client, a au
 		}
 	}
 	fmt.Fprintf(out, "log key      %s\n", key)
-	rep, err := l.Audit(ctx, prev, client.AuditOptions{All: a.all})
+	rep, err := l.Audit(ctx, prev, client.AuditOptions{All: a.all, NoEntries: a.feedCap != ""})
 	if cp := rep.Checkpoint; cp != nil {
 		fmt.Fprintf(out, "origin       %s\n", cp.Origin)
 		fmt.Fprintf(out, "checkpoint   size %d, root %s: signature verified\n", cp.Size, base64.StdEncoding.EncodeToString(cp.Root[:]))
@@ -189,14 +191,16 @@ func runAudit(ctx context.Context, out, stderr io.Writer, c *client.Client, a au
 		fmt.Fprintf(out, "entries      %d of received_seq %d..%d checked before the failure\n", rep.Checked, rep.From+1, rep.To)
 		return auditFail(out, "%v", err)
 	}
-	if rep.To > rep.From {
+	if a.feedCap != "" {
+		fmt.Fprintf(out, "entries      not read: entry bundles hold every repository, a feed capability reads one\n")
+	} else if rep.To > rep.From {
 		fmt.Fprintf(out, "entries      received_seq %d..%d: %d checked (leaf hash, canonical record, received_seq)\n", rep.From+1, rep.To, rep.Checked)
 	} else {
 		fmt.Fprintf(out, "entries      none new\n")
 	}
 	if a.stateFile != "" {
 		entries := state.Entries
-		if a.all || (prev != nil && state.Entries >= prev.Size) || prev == nil {
+		if a.feedCap == "" && (a.all || prev == nil || state.Entries >= prev.Size) {
 			entries = rep.Checkpoint.Size
 		}
 		ns := client.AuditState{Origin: rep.Checkpoint.Origin, LogKey: key, Checkpoint: string(rep.Checkpoint.Note),

@@ -325,3 +325,32 @@ func TestSubscribeVerifyLog(t *testing.T) {
 		t.Fatalf("subscribe: %v\nstdout %s", err, out)
 	}
 }
+
+// TestAuditCommandFeedCapability: audit --feed checks the checkpoint and
+// its consistency through a feed capability, with no token, and says it
+// read no entry.
+func TestAuditCommandFeedCapability(t *testing.T) {
+	ar := newAuditRelay(t)
+	p := registerProject(t, ar.url, auditOperator)
+	p.post(t, ar.url, "one")
+	ar.integrate(t, p.id)
+	_, m := httpJSON(t, "POST", ar.url+"/v1/feeds", p.token, map[string]any{"repository_id": "repo:mp"})
+	feedURL, _ := m["url"].(string)
+	capability, _, _ := strings.Cut(strings.TrimPrefix(feedURL, ar.url+"/v1/feeds/"), ".atom")
+	state := filepath.Join(t.TempDir(), "audit.json")
+	t.Setenv("ACRELAY_TOKEN", "")
+	args := []string{"--url", ar.url, "--project", p.id, "--feed", capability, "--state", state, "--log-key", ar.key.VerifierKey}
+	stdout, _, err := runAgent(t, newAuditCmd(), "", args...)
+	if err != nil || !strings.HasSuffix(stdout, "consistency  first audit: no earlier checkpoint\nentries      not read: entry bundles hold every repository, a feed capability reads one\nOK\n") {
+		t.Fatalf("audit --feed: %v\n%s", err, stdout)
+	}
+	p.post(t, ar.url, "two")
+	ar.integrate(t, p.id)
+	stdout, _, err = runAgent(t, newAuditCmd(), "", args...)
+	if err != nil || !strings.Contains(stdout, "consistency  size 1 → 2: proved\n") {
+		t.Fatalf("second audit --feed: %v\n%s", err, stdout)
+	}
+	if kept, _ := os.ReadFile(state); !strings.Contains(string(kept), `"entries_checked": 0`) {
+		t.Fatalf("state %s", kept)
+	}
+}
