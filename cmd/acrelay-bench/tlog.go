@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,7 +51,7 @@ type tlogBenchResult struct {
 	Engine               string  `json:"engine"`
 	WithoutPerSecond     float64 `json:"without_log_events_per_second"`
 	WithPerSecond        float64 `json:"with_log_events_per_second"`
-	Ratio                float64 `json:"with_over_without"`
+	Ratio                float64 `json:"with_over_without"` // median of the rounds' ratios
 	LagRecords           int     `json:"lag_records"`
 	LagP50Millis         float64 `json:"checkpoint_lag_p50_ms"`
 	LagP99Millis         float64 `json:"checkpoint_lag_p99_ms"`
@@ -81,7 +83,7 @@ func newTLogBenchCmd() *cobra.Command {
 	f.IntVar(&c.Clients, "clients", 16, "concurrent clients")
 	f.IntVar(&c.Rounds, "rounds", 3, "rounds, each a run without and a run with the log; medians reported")
 	f.IntVar(&c.SizeEvents, "size-events", 100000, "events of the final run with the log that measures the tree's bytes per record (0 skips it)")
-	f.StringVar(&c.DatabaseURL, "database-url", "", "run the relays on this PostgreSQL database instead of SQLite")
+	f.StringVar(&c.DatabaseURL, "database-url", "", "run the relays on PostgreSQL instead of SQLite: each run on a new database created (and dropped after it) on this URL's server")
 	f.StringVar(&c.RelayBin, "relay-bin", "", "acrelay binary the relays run (default: acrelay next to this binary, else built from ./cmd/acrelay)")
 	f.DurationVar(&c.Poll, "poll", 5*time.Millisecond, "how often the tree head is read from the database (the lag's resolution)")
 	f.BoolVar(&c.JSON, "json", false, "print results as JSON lines")
@@ -174,9 +176,8 @@ func (t *treeDB) size(ctx context.Context, projectID string) (int64, error) {
 }
 
 // tableBytes is the space the tree's tables take: their pages (SQLite's
-// dbstat), or their relations with indexes and TOAST (PostgreSQL; the
-// whole database's, as the bench's relays share it); and payload, the
-// project's tile bytes alone.
+// dbstat), or their relations with indexes and TOAST (PostgreSQL); and
+// payload, the project's tile bytes alone.
 func (t *treeDB) tableBytes(ctx context.Context, projectID string) (total, payload int64, err error) {
 	if t.pg != nil {
 		err = t.pg.QueryRow(ctx, `SELECT pg_total_relation_size('tlog_tiles') + pg_total_relation_size('tlog_heads'),
@@ -270,6 +271,35 @@ func (w *treeWatch) lags() []time.Duration {
 	return out
 }
 
+// freshBenchDatabase creates an empty database on the server of
+// databaseURL and returns its URL and a function dropping it; with
+// databaseURL "" (SQLite) it returns "" and does nothing.
+func freshBenchDatabase(ctx context.Context, databaseURL string) (string, func(), error) {
+	if databaseURL == "" {
+		return "", func() {}, nil
+	}
+	u, err := neturl.Parse(databaseURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("--database-url does not parse as a URL")
+	}
+	name := "acrelay_bench_" + strings.ReplaceAll(newBenchUUID()[:13], "-", "")
+	admin, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create a database for the run: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), func() {
+		if c, err := pgx.Connect(context.Background(), databaseURL); err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	}, nil
+}
+
 func runTLogBench(ctx context.Context, c tlogBenchConfig, out io.Writer) error {
 	if c.Events < 1 || c.Clients < 1 || c.Rounds < 1 || c.SizeEvents < 0 || c.Poll <= 0 {
 		return fmt.Errorf("--events, --clients, --rounds and --poll must be positive, --size-events at least 0")
@@ -287,7 +317,17 @@ func runTLogBench(ctx context.Context, c tlogBenchConfig, out io.Writer) error {
 	var without, with []benchResult
 	var lags []time.Duration
 	run := func(withLog bool, events int) (benchResult, *treeWatch, error) {
-		w := newTreeWatch(c.DatabaseURL, c.Poll, withLog)
+		// Each run on a database of its own, as each SQLite run has a
+		// directory of its own: a relay's sequencer integrates every
+		// project at start, so one left by an earlier run would be
+		// integrated (and measured) in this one.
+		dbURL, drop, err := freshBenchDatabase(ctx, c.DatabaseURL)
+		if err != nil {
+			return benchResult{}, nil, err
+		}
+		defer drop()
+		bc.DatabaseURL = dbURL
+		w := newTreeWatch(dbURL, c.Poll, withLog)
 		r := benchRun{bin: bin, ab: "with log", watch: w.watch(ctx), respond: w.respond}
 		if !withLog {
 			r.ab, r.extra = "without log", []string{"--log-sequencer=false"}
@@ -322,9 +362,21 @@ func runTLogBench(ctx context.Context, c tlogBenchConfig, out io.Writer) error {
 		}
 		lags = append(lags, l...)
 	}
+	// The ratio is the median of each round's with / without: the two
+	// runs of a round are adjacent, so a machine whose load drifts
+	// between rounds (a shared one) moves both.
 	res.WithoutPerSecond = medianBench(without).EventsPerSecond
 	res.WithPerSecond = medianBench(with).EventsPerSecond
-	res.Ratio = res.WithPerSecond / res.WithoutPerSecond
+	ratios := make([]float64, len(with))
+	for i := range with {
+		ratios[i] = with[i].EventsPerSecond / without[i].EventsPerSecond
+	}
+	slices.Sort(ratios)
+	res.Ratio = ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		res.Ratio = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	}
+	res.Ratio = math.Round(res.Ratio*1000) / 1000
 	slices.Sort(lags)
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 	res.LagRecords = len(lags)
@@ -345,7 +397,7 @@ func runTLogBench(ctx context.Context, c tlogBenchConfig, out io.Writer) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "tlog (%s, %d clients, %d events × %d rounds, medians): without the log %.0f events/s, with it %.0f events/s: with / without = %.2f (goal ≥ 0.9)\n",
+	fmt.Fprintf(&buf, "tlog (%s, %d clients, %d events × %d rounds, medians): without the log %.0f events/s, with it %.0f events/s: with / without (median of the rounds' ratios) = %.2f (goal ≥ 0.9)\n",
 		res.Engine, c.Clients, c.Events, c.Rounds, res.WithoutPerSecond, res.WithPerSecond, res.Ratio)
 	fmt.Fprintf(&buf, "checkpoint lag (201 → stored tree head covers the record; %d records, head polled every %v): p50 %.1f ms, p99 %.1f ms, max %.1f ms (goal p99 ≤ 1000 ms)\n",
 		res.LagRecords, c.Poll, res.LagP50Millis, res.LagP99Millis, res.LagMaxMillis)

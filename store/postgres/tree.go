@@ -19,19 +19,24 @@ var _ store.Tree = (*DB)(nil)
 
 const (
 	selectTreeHead = `SELECT size, root, checkpoint, updated_at FROM tlog_heads WHERE project_id = $1`
-	selectTiles    = `SELECT t.level, t.n, t.data FROM unnest($2::smallint[], $3::bigint[]) AS a(level, n)
-		JOIN tlog_tiles t ON t.project_id = $1 AND t.level = a.level AND t.n = a.n`
+	selectTiles    = `SELECT t.level, t.n, t.strip, t.data FROM unnest($2::smallint[], $3::bigint[], $4::int[]) AS a(level, n, w)
+		JOIN tlog_tiles t ON t.project_id = $1 AND t.level = a.level AND t.n = a.n AND t.strip * 32 < a.w` // 32: stripHashes
 	insertTreeHead = `INSERT INTO tlog_heads (project_id, size, root, checkpoint, updated_at)
 		VALUES ($1, $2, $3, $4, ` + nowMS + `) ON CONFLICT (project_id) DO NOTHING`
 	updateTreeHead = `UPDATE tlog_heads SET size = $2, root = $3, checkpoint = $4, updated_at = ` + nowMS + `
 		WHERE project_id = $1 AND size = $5`
-	upsertTiles = `INSERT INTO tlog_tiles (project_id, level, n, data)
-		SELECT $1, a.level, a.n, a.data FROM unnest($2::smallint[], $3::bigint[], $4::bytea[]) AS a(level, n, data)
-		ON CONFLICT (project_id, level, n) DO UPDATE SET data = excluded.data
+	upsertTiles = `INSERT INTO tlog_tiles (project_id, level, n, strip, data)
+		SELECT $1, a.level, a.n, a.strip, a.data FROM unnest($2::smallint[], $3::bigint[], $4::smallint[], $5::bytea[]) AS a(level, n, strip, data)
+		ON CONFLICT (project_id, level, n, strip) DO UPDATE SET data = excluded.data
 		WHERE octet_length(excluded.data) > octet_length(tlog_tiles.data)`
 	selectLogKey = `SELECT skey FROM tlog_keys WHERE id = 1`
 	insertLogKey = `INSERT INTO tlog_keys (id, skey) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`
 )
+
+// stripHashes is how many hashes one row of tlog_tiles holds (a strip of
+// a tile; migration 0016): a partial tile's growth rewrites only its last
+// strip.
+const stripHashes = 32
 
 // TreeHead reads a project's tree head (store.Tree).
 func (db *DB) TreeHead(ctx context.Context, projectID string) (store.TreeHead, error) {
@@ -53,42 +58,59 @@ func (db *DB) TreeHead(ctx context.Context, projectID string) (store.TreeHead, e
 	return h, nil
 }
 
-// ReadTiles reads hash tiles at the widths asked, in one query
-// (store.Tree).
+// ReadTiles reads hash tiles at the widths asked, in one query, from
+// their strips (store.Tree).
 func (db *DB) ReadTiles(ctx context.Context, projectID string, tiles []tlog.Tile) ([][]byte, error) {
 	levels := make([]int16, len(tiles))
 	ns := make([]int64, len(tiles))
+	ws := make([]int32, len(tiles))
 	for i, t := range tiles {
 		if t.H != 8 || t.L < 0 || t.L > 63 || t.W < 1 || t.W > 256 {
 			return nil, fmt.Errorf("read tiles: %w", store.ErrNotFound)
 		}
-		levels[i], ns[i] = int16(t.L), t.N
+		levels[i], ns[i], ws[i] = int16(t.L), t.N, int32(t.W)
 	}
-	rows, err := db.pool.Query(ctx, selectTiles, projectID, levels, ns)
+	rows, err := db.pool.Query(ctx, selectTiles, projectID, levels, ns, ws)
 	if err != nil {
 		return nil, mapErr("read tiles", err)
 	}
-	found := make(map[[2]int64][]byte, len(tiles))
+	type key struct {
+		level int16
+		n     int64
+	}
+	found := make(map[key][][]byte, len(tiles))
 	for rows.Next() {
-		var level int16
-		var n int64
+		var k key
+		var strip int16
 		var data []byte
-		if err := rows.Scan(&level, &n, &data); err != nil {
+		if err := rows.Scan(&k.level, &k.n, &strip, &data); err != nil {
 			rows.Close()
 			return nil, mapErr("read tiles", err)
 		}
-		found[[2]int64{int64(level), n}] = data
+		strips := found[k]
+		for len(strips) <= int(strip) {
+			strips = append(strips, nil)
+		}
+		strips[strip] = data
+		found[k] = strips
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr("read tiles", err)
 	}
 	out := make([][]byte, len(tiles))
 	for i, t := range tiles {
-		data := found[[2]int64{int64(t.L), t.N}]
-		if len(data) < t.W*tlog.HashSize {
+		need := t.W * tlog.HashSize
+		data := make([]byte, 0, need)
+		for s, strip := range found[key{int16(t.L), t.N}] {
+			if len(data) != s*stripHashes*tlog.HashSize {
+				break // a strip missing or short before this one
+			}
+			data = append(data, strip...)
+		}
+		if len(data) < need {
 			return nil, fmt.Errorf("read tiles: %w", store.ErrNotFound)
 		}
-		out[i] = data[:t.W*tlog.HashSize]
+		out[i] = data[:need]
 	}
 	return out, nil
 }
@@ -101,10 +123,16 @@ func (db *DB) IntegrateTree(ctx context.Context, projectID string, oldSize int64
 	if err := store.CheckTreeArgs(oldSize, tiles, data, head); err != nil {
 		return err
 	}
-	levels := make([]int16, len(tiles))
-	ns := make([]int64, len(tiles))
+	// Each tile as its strips: a strip already stored at its width is
+	// left as it is by the upsert's WHERE (no new row version).
+	var levels, strips []int16
+	var ns []int64
+	var datas [][]byte
 	for i, t := range tiles {
-		levels[i], ns[i] = int16(t.L), t.N
+		for s, off := 0, 0; off < len(data[i]); s, off = s+1, off+stripHashes*tlog.HashSize {
+			levels, ns, strips = append(levels, int16(t.L)), append(ns, t.N), append(strips, int16(s))
+			datas = append(datas, data[i][off:min(off+stripHashes*tlog.HashSize, len(data[i]))])
+		}
 	}
 	return db.inTx(ctx, "integrate tree", pgx.TxOptions{}, func(tx pgx.Tx) error {
 		q, args := updateTreeHead, []any{projectID, head.Size, head.Root[:], head.Checkpoint, oldSize}
@@ -119,7 +147,7 @@ func (db *DB) IntegrateTree(ctx context.Context, projectID string, oldSize int64
 			return store.ErrConflict
 		}
 		if len(tiles) > 0 {
-			if _, err := tx.Exec(ctx, upsertTiles, projectID, levels, ns, data); err != nil {
+			if _, err := tx.Exec(ctx, upsertTiles, projectID, levels, ns, strips, datas); err != nil {
 				return err
 			}
 		}

@@ -221,6 +221,31 @@ func testTreeTiles(t *testing.T, s store.Store) {
 	if err != nil || !bytes.Equal(got[0], wider) || !bytes.Equal(got[1], full) {
 		t.Fatalf("after the wider tile: %v", err)
 	}
+	// A tile growing across 32-hash boundaries (where a store may split
+	// it) reads back at every width up to the stored one.
+	grown := make([]byte, 0, 256*32)
+	for i := range 256 * 32 {
+		grown = append(grown, byte(i*7))
+	}
+	size := int64(261)
+	for _, w := range []int{40, 70, 96, 97, 256} {
+		tile := xtlog.Tile{H: 8, L: 0, N: 2, W: w}
+		if err := s.IntegrateTree(ctx, p, size, []xtlog.Tile{tile}, [][]byte{grown[:w*32]}, store.TreeHead{Size: size + 1, Checkpoint: []byte("c")}); err != nil {
+			t.Fatal(err)
+		}
+		size++
+		for _, r := range []int{1, 32, 33, w - 1, w} {
+			got, err := s.ReadTiles(ctx, p, []xtlog.Tile{{H: 8, L: 0, N: 2, W: max(r, 1)}})
+			if err != nil || !bytes.Equal(got[0], grown[:max(r, 1)*32]) {
+				t.Fatalf("tile of width %d read at %d: %v", w, r, err)
+			}
+		}
+		if w < 256 {
+			if _, err := s.ReadTiles(ctx, p, []xtlog.Tile{{H: 8, L: 0, N: 2, W: w + 1}}); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("tile of width %d read at %d: %v, want ErrNotFound", w, w+1, err)
+			}
+		}
+	}
 }
 
 func testTreeLogKey(t *testing.T, s store.Store) {

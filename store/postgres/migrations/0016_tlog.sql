@@ -3,7 +3,7 @@
 -- Query paths and the index that serves each:
 --   TreeHead                          PK (project_id) of tlog_heads
 --   IntegrateTree: the fenced head    PK (project_id) of tlog_heads (UPDATE … WHERE size = old, or INSERT … ON CONFLICT DO NOTHING for the first)
---   IntegrateTree / ReadTiles         PK (project_id, level, n) of tlog_tiles
+--   IntegrateTree / ReadTiles         PK (project_id, level, n, strip) of tlog_tiles
 --   LogKey                            PK (id) of tlog_keys (one row; INSERT … ON CONFLICT DO NOTHING)
 
 -- +goose Up
@@ -15,18 +15,20 @@ CREATE TABLE tlog_heads (
     updated_at timestamptz NOT NULL
 );
 
--- One row per hash tile (height 8): a full tile holds 256 hashes (8192
--- bytes) and never changes; the partial tile at the right edge of each
--- level is replaced by a wider one as the tree grows. Hashes do not
--- compress: EXTERNAL stores them out of line without trying.
+-- A hash tile (height 8: 256 hashes of 32 bytes when full) is kept in
+-- strips of 32 hashes, one row each (strip 0 first; 1 KiB when full, kept
+-- inline without TOAST). A full strip never changes; as the tree grows only
+-- the last strip of each level's right-edge tile is replaced by a wider
+-- one, so an integration leaves at most a strip per level as a dead row
+-- version, not a whole TOASTed tile.
 CREATE TABLE tlog_tiles (
     project_id text COLLATE "C" NOT NULL,
     level      smallint NOT NULL,
     n          bigint NOT NULL,
+    strip      smallint NOT NULL,
     data       bytea NOT NULL,
-    PRIMARY KEY (project_id, level, n)
+    PRIMARY KEY (project_id, level, n, strip)
 );
-ALTER TABLE tlog_tiles ALTER COLUMN data SET STORAGE EXTERNAL;
 
 CREATE TABLE tlog_keys (
     id         smallint PRIMARY KEY CHECK (id = 1),
