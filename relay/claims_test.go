@@ -303,7 +303,8 @@ func TestProjectionRepresentations(t *testing.T) {
 			for _, h := range []struct{ name, want string }{
 				{"Vary", "Accept, Authorization"},
 				{"Cache-Control", "private, no-cache, no-transform"},
-				{"Link-Template", `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream"`},
+				{"Link-Template", `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream", ` +
+					`"http://relay.test/v1/log/` + pid + `/proof/inclusion{?received_seq,tree_size}";rel="https://agenttool.dev/rels/log-inclusion-proof";type="application/json"`},
 			} {
 				if got := def.Header.Get(h.name); got != h.want {
 					t.Errorf("%s = %q, want %q", h.name, got, h.want)

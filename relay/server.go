@@ -76,6 +76,15 @@ type Config struct {
 	// Limits are the request rates (relay/limits.go); the zero value limits
 	// nothing.
 	Limits RateLimits
+	// LogVerifierKey is the verifiable log's verifier key (name+hash+key,
+	// golang.org/x/mod/sumdb/note), served at /v1/log-key and on the
+	// profile page; "" serves neither (404).
+	LogVerifierKey string
+	// LogCosignatures, when set, returns the checkpoint served at
+	// …/log/checkpoint: the log's signed note with the cosignatures the
+	// relay holds on it (witnesses, spec/tlog.md §Checkpoints). Nil serves
+	// the log's signature alone; an error is logged and does the same.
+	LogCosignatures func(ctx context.Context, projectID string, checkpoint []byte) ([]byte, error)
 }
 
 // Server serves the HTTP surface over one store.
@@ -91,6 +100,9 @@ type Server struct {
 
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
+
+	tiles  tileCache // the log's tiles read recently (relay/log.go)
+	hashes hashCache // the log's stored hashes proofs computed
 }
 
 // New returns a Server over st. It starts no goroutines.
