@@ -620,5 +620,6 @@ type Store interface {
 	Federation
 	PeerSubscriptions
 	UISessions
+	Cosignatures
 	Close() error
 }
