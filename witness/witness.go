@@ -30,8 +30,8 @@ import (
 	"strings"
 	"time"
 
-	fnote "github.com/transparency-dev/formats/note"
 	flog "github.com/transparency-dev/formats/log"
+	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 

@@ -237,7 +237,9 @@ func TestOpenCosignedRefusals(t *testing.T) {
 func TestCheck(t *testing.T) {
 	honest := tree(t, "a", "b", "c", "d", "e", "f", "g")
 	forked := tree(t, "a", "b", "c", "X", "e", "f", "g")
-	at := func(m *memTree, n int64) witness.Checkpoint { return witness.Checkpoint{Origin: origin, Size: n, Root: m.root(t, n)} }
+	at := func(m *memTree, n int64) witness.Checkpoint {
+		return witness.Checkpoint{Origin: origin, Size: n, Root: m.root(t, n)}
+	}
 	prove := func(m *memTree, small, large int64) tlog.TreeProof {
 		p, err := tlog.ProveTree(large, small, m)
 		if err != nil {
