@@ -275,8 +275,14 @@ type response struct {
 // do sends one request; with retry it repeats the same bytes on
 // retryable failures per c.Retry. Non-2xx answers become *APIError.
 func (c *Client) do(ctx context.Context, method string, u *url.URL, contentType string, payload []byte, retry bool) (*response, error) {
+	return c.doAccept(ctx, method, u, acceptJSONVendor, contentType, payload, retry)
+}
+
+// doAccept is do with the Accept field given (the log's tiles and
+// checkpoint are not JSON).
+func (c *Client) doAccept(ctx context.Context, method string, u *url.URL, accept, contentType string, payload []byte, retry bool) (*response, error) {
 	for attempt := 0; ; attempt++ {
-		resp, retryAfter, err := c.once(ctx, method, u, contentType, payload)
+		resp, retryAfter, err := c.once(ctx, method, u, accept, contentType, payload)
 		if err == nil {
 			return resp, nil
 		}
@@ -313,6 +319,10 @@ func retryableErr(err error) bool {
 }
 
 func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, contentType string, payload []byte) (*http.Request, error) {
+	return c.newRequestAccept(ctx, method, u, acceptJSONVendor, contentType, payload)
+}
+
+func (c *Client) newRequestAccept(ctx context.Context, method string, u *url.URL, accept, contentType string, payload []byte) (*http.Request, error) {
 	var rd io.Reader
 	if payload != nil {
 		rd = bytes.NewReader(payload)
@@ -327,15 +337,15 @@ func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, cont
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", acceptJSONVendor)
+	req.Header.Set("Accept", accept)
 	if c.UserAgent != "" {
 		req.Header.Set("User-Agent", c.UserAgent)
 	}
 	return req, nil
 }
 
-func (c *Client) once(ctx context.Context, method string, u *url.URL, contentType string, payload []byte) (*response, time.Duration, error) {
-	req, err := c.newRequest(ctx, method, u, contentType, payload)
+func (c *Client) once(ctx context.Context, method string, u *url.URL, accept, contentType string, payload []byte) (*response, time.Duration, error) {
+	req, err := c.newRequestAccept(ctx, method, u, accept, contentType, payload)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -5,6 +5,7 @@ package main
 // key and sender ids, the keyring that verifies what is read.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/acrelay/acrelay/client"
 	"github.com/acrelay/acrelay/correspondence"
@@ -131,4 +133,30 @@ func writeRawLine(w io.Writer, raw []byte) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// inclusionChecker is the --verify-log of follow and subscribe: each
+// record read must be included in its project's verifiable log, at a
+// checkpoint signed by logKey (when "", the relay's /v1/log-key, trusted
+// on first use with a notice on stderr).
+func inclusionChecker(ctx context.Context, c *client.Client, logKey string, stderr io.Writer) (*client.InclusionChecker, error) {
+	if logKey == "" {
+		k, err := c.LogKey(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-log: read the relay's log key: %w", err)
+		}
+		logKey = k
+		fmt.Fprintf(stderr, "acrelay: note: --verify-log trusts the relay's log key %s (pin it with --log-key)\n", logKey)
+	}
+	v, err := note.NewVerifier(logKey)
+	if err != nil {
+		return nil, fmt.Errorf("--log-key: %w", err)
+	}
+	return c.NewInclusionChecker(v), nil
+}
+
+// addVerifyLogFlags registers --verify-log and --log-key.
+func addVerifyLogFlags(cmd *cobra.Command, verify *bool, logKey *string) {
+	cmd.Flags().BoolVar(verify, "verify-log", false, "check each record's inclusion in the project's verifiable log (waits up to 5 s for a checkpoint covering it); a record that fails ends the command with an error")
+	cmd.Flags().StringVar(logKey, "log-key", "", "the relay's log verifier key (name+hash+key) for --verify-log (default: the relay's /v1/log-key, trusted on first use)")
 }

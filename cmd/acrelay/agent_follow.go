@@ -21,6 +21,8 @@ func newFollowCmd() *cobra.Command {
 	var rf relayFlags
 	var q client.FollowQuery
 	var cursorFile string
+	var verifyLog bool
+	var logKey string
 	cmd := &cobra.Command{
 		Use:   "follow",
 		Short: "Follow a repository live, printing records as JSON lines",
@@ -29,6 +31,11 @@ JSON line each, until interrupted. It listens on the wake stream
 (GET /v1/wake/voice, addressed to --identity-id, an active identity of the
 project) and replays GET /events?after=<cursor> on each change, reconnecting
 with Last-Event-ID after failures. Each record is printed once.
+
+With --verify-log each record is checked against the project's
+verifiable log before it is printed (its inclusion at a checkpoint signed
+by the log key, each new checkpoint consistent with the one before); a
+record that fails ends follow with exit status 1.
 
 With --cursor-file the cursor is read at start and rewritten (atomically)
 after each printed record, so a restarted follow resumes where it stopped.`,
@@ -55,12 +62,26 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			var ic *client.InclusionChecker
+			if verifyLog {
+				if ic, err = inclusionChecker(ctx, c, logKey, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			for r, err := range c.Follow(ctx, q) {
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil // interrupted: a normal end
 					}
 					return err
+				}
+				if ic != nil {
+					if err := ic.Check(ctx, r); err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						return &exitError{code: 1, err: fmt.Errorf("--verify-log: %w", err)}
+					}
 				}
 				if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
 					return err
@@ -82,5 +103,6 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 	fs.Int64Var(&q.After, "after", 0, "start after this received_seq (overrides the cursor file)")
 	fs.DurationVar(&q.PollInterval, "poll-interval", 10*time.Second, "replay pace when the relay has no wake stream")
 	fs.StringVar(&cursorFile, "cursor-file", "", "file keeping the last printed received_seq")
+	addVerifyLogFlags(cmd, &verifyLog, &logKey)
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,6 +33,10 @@ type subscribeConfig struct {
 	NoSecret       bool
 	VerifyTimeout  time.Duration
 	HTTP           *http.Client
+	// VerifyLog checks each delivered record's inclusion in the log, with
+	// LogKey ("" trusts the relay's /v1/log-key).
+	VerifyLog bool
+	LogKey    string
 }
 
 func newSubscribeCmd() *cobra.Command {
@@ -61,7 +66,12 @@ unsubscribes. subscribe fails when the hub refuses, denies the
 subscription, or does not verify within --verify-timeout.
 
 Private topics need a token with the read scope; public topics need none
-(and --no-secret lets their deliveries come unsigned).`,
+(and --no-secret lets their deliveries come unsigned).
+
+With --verify-log each delivered record is checked against the project's
+verifiable log before it is printed (inclusion at a checkpoint signed by
+the log key, fetched from the topic's relay); a record that fails ends
+subscribe with exit status 1.`,
 		Example: `  acrelay subscribe --keyring keys.json \
     --topic 'https://relay.example/v1/correspondence/events.atom?project_id=1111…&repository_id=repo%3Aexample%2Fapp' \
     --callback-listen 127.0.0.1:9090 --public-callback https://agent.example/websub/9f2c41d7`,
@@ -105,6 +115,7 @@ Private topics need a token with the read scope; public topics need none
 	fs.StringVar(&cfg.Hub, "hub", "", "hub URL (default: the topic's Link rel=\"hub\")")
 	fs.DurationVar(&cfg.Lease, "lease", 0, "lease to ask for, e.g. 24h (default: the hub's)")
 	fs.DurationVar(&cfg.VerifyTimeout, "verify-timeout", time.Minute, "how long to wait for the hub's verification of intent")
+	addVerifyLogFlags(cmd, &cfg.VerifyLog, &cfg.LogKey)
 	fs.BoolVar(&cfg.NoSecret, "no-secret", false, "send no hub.secret and accept unsigned deliveries (public topics only)")
 	fs.StringVar(&rf.token, "token", "", "bearer token with the read scope, for private topics (env ACRELAY_TOKEN; prefer the env or --token-file over the command line)")
 	fs.StringVar(&rf.tokenFile, "token-file", envOr("ACRELAY_TOKEN_FILE", ""), "file holding the bearer token (env ACRELAY_TOKEN_FILE)")
@@ -152,11 +163,30 @@ func runSubscribe(ctx context.Context, ln net.Listener, cfg subscribeConfig, std
 	run, cancel := context.WithCancelCause(ctx)
 	defer cancel(errStopping)
 	var outMu sync.Mutex
+	var ic *client.InclusionChecker
+	if cfg.VerifyLog {
+		base, _, _ := strings.Cut(cfg.Topic, "/v1/")
+		lc, err := client.New(base, cfg.Token)
+		if err == nil {
+			lc.HTTP = hc
+			ic, err = inclusionChecker(ctx, lc, cfg.LogKey, stderr)
+		}
+		if err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	sub := &client.WebSubSubscriber{Hub: cfg.Hub, Callback: cfg.PublicCallback, HTTP: hc, Token: cfg.Token,
 		NoSecret: cfg.NoSecret, Keys: cfg.Keys,
 		OnRecord: func(_ string, rec client.Record) {
 			outMu.Lock()
 			defer outMu.Unlock()
+			if ic != nil && run.Err() == nil {
+				if err := ic.Check(run, rec); err != nil {
+					cancel(&exitError{code: 1, err: fmt.Errorf("--verify-log: %w", err)})
+					return
+				}
+			}
 			if err := writeJSONLine(stdout, rec); err != nil {
 				cancel(fmt.Errorf("write record: %w", err))
 			}
