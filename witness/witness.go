@@ -22,6 +22,7 @@ package witness
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -36,6 +37,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/store"
+	acrtlog "github.com/acrelay/acrelay/tlog"
 )
 
 // MaxCosignatures bounds the cosignatures a served checkpoint carries:
@@ -286,4 +288,31 @@ func WithCosignatures(checkpoint []byte, held []store.Cosignature) []byte {
 		added++
 	}
 	return out
+}
+
+// Paths of the relay routes witnessing uses.
+const (
+	// KeyPath serves the relay's witness verifier key (VerifierKey's
+	// form) as text/plain, beside the log key's /v1/log-key.
+	KeyPath = "/v1/witness-key"
+)
+
+// CosignaturesPath is the route a witness POSTs its cosigned checkpoint
+// of projectID's log to.
+func CosignaturesPath(projectID string) string { return "/v1/log/" + projectID + "/cosignatures" }
+
+// KeyName is the witness key's name for a relay at publicURL: the log
+// key's name (tlog.KeyName, host and path) followed by "/witness".
+func KeyName(publicURL string) string { return acrtlog.KeyName(publicURL) + "/witness" }
+
+// KeyStore is the store's part of the witness key
+// (store.Cosignatures.WitnessKey).
+type KeyStore interface {
+	WitnessKey(ctx context.Context, create func() (string, error)) (string, error)
+}
+
+// StoredKey returns the relay's witness signer key kept in st, creating
+// it (named KeyName(publicURL)) the first time any process asks.
+func StoredKey(ctx context.Context, st KeyStore, publicURL string) (string, error) {
+	return st.WitnessKey(ctx, func() (string, error) { return NewKey(KeyName(publicURL)) })
 }
