@@ -608,6 +608,7 @@ type Store interface {
 	Log
 	Couriers
 	Feed
+	Tree
 	Handoffs
 	Advances
 	WebSub
