@@ -10,6 +10,7 @@ import (
 
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/witness"
 )
 
 // Handler returns the relay's routes. Every route but /healthz, /readyz,
@@ -51,6 +52,7 @@ func (s *Server) Handler() http.Handler {
 	// refused verification is the JSON 404 (relay/callback.go).
 	m.HandleFunc(CallbackPath+"{peer_id}", s.handlePeerCallback).Methods("GET", "POST")
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
+	m.HandleFunc(witness.KeyPath, s.handleWitnessKey).Methods("GET", "HEAD") // relay/witness.go
 
 	// Live web view (relay/ui.go): a session cookie from the sign-in form,
 	// never a bearer; its own security headers on every response.
@@ -82,6 +84,9 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD").Name(routePublicRead + " claims")
 	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD").Name(routePublicRead + " voice")
 	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
+
+	// The verifiable log: a peer's cosignature on this relay's checkpoint (relay/witness.go).
+	api.HandleFunc("/v1/log/{project_id}/cosignatures", s.handleCosignaturePost).Methods("POST")
 
 	// Feed capabilities for feed readers (their GET is above).
 	api.HandleFunc("/v1/feeds", s.handleFeedCreate).Methods("POST")
