@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -56,6 +58,9 @@ func KeyName(publicURL string) string {
 // ("name+hash+key", note.GenerateKey's encoding) for the relay's log key.
 // name must be a valid note key name (non-empty, no space or "+").
 func NewLogKey(name string) (skey, vkey string, err error) {
+	if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, '+') || strings.IndexFunc(name, unicode.IsSpace) >= 0 {
+		return "", "", fmt.Errorf("log key name %q: empty, or holds a space or \"+\"", name)
+	}
 	skey, vkey, err = note.GenerateKey(rand.Reader, name)
 	if err != nil {
 		return "", "", fmt.Errorf("log key %q: %w", name, err)

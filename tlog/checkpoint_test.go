@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -122,4 +123,34 @@ func FuzzOpenCheckpoint(f *testing.F) {
 			t.Fatalf("re-signed %q, %v", again, err)
 		}
 	})
+}
+
+func TestOpenLogKey(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{7}, 32)), "relay.example/acrelay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := OpenLogKey(skey)
+	if err != nil || k.VerifierKey != vkey || k.VerifierKey != "relay.example/acrelay+eefd1230+AepKbGPinFIKvvVQexMuxfmVR3auvr57kkIe6mkURtIs" {
+		t.Fatalf("OpenLogKey: %+v, %v; want %q", k, err, vkey)
+	}
+	msg, _ := SignCheckpoint(k.Signer, Checkpoint{Origin: "o", Size: 1})
+	if _, _, err := OpenCheckpoint(msg, k.Verifier, "o"); err != nil {
+		t.Fatalf("own checkpoint: %v", err)
+	}
+	s2, _, err := NewLogKey("relay.example")
+	if err != nil || !strings.HasPrefix(s2, "PRIVATE+KEY+relay.example+") {
+		t.Fatalf("NewLogKey: %v", err)
+	}
+	if _, err := OpenLogKey(s2); err != nil {
+		t.Fatalf("a new key: %v", err)
+	}
+	for _, bad := range []string{"", vkey, strings.TrimSuffix(skey, "s") + "x", "PRIVATE+KEY+n+00000000+AQ=="} {
+		if _, err := OpenLogKey(bad); !errors.Is(err, ErrBadLogKey) || strings.Contains(err.Error(), "PRIVATE") {
+			t.Errorf("OpenLogKey(%.20q…) = %v, want ErrBadLogKey", bad, err)
+		}
+	}
+	if _, _, err := NewLogKey("bad name"); err == nil {
+		t.Error("NewLogKey with a space: no error")
+	}
 }
