@@ -51,7 +51,7 @@ func (s *Server) Handler() http.Handler {
 	// checks the challenge and each delivery's HMAC (relay/peers.go); a
 	// refused verification is the JSON 404 (relay/callback.go).
 	m.HandleFunc(CallbackPath+"{peer_id}", s.handlePeerCallback).Methods("GET", "POST")
-	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
+	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD")        // rel="describedby" of correspondence responses
 	m.HandleFunc(witness.KeyPath, s.handleWitnessKey).Methods("GET", "HEAD") // relay/witness.go
 
 	// Live web view (relay/ui.go): a session cookie from the sign-in form,

@@ -104,16 +104,12 @@ func (s *Server) handleCosignaturePost(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	vkey, err := witness.NoteVerifierKey(skey)
+	lk, err := acrtlog.OpenLogKey(skey)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	lv, err := note.NewVerifier(vkey)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	lv := lk.Verifier
 	keys, err := s.st.PeerWitnessKeys(ctx, projectID)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -23,12 +23,9 @@ package witness
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	flog "github.com/transparency-dev/formats/log"
@@ -62,31 +59,11 @@ func NewKey(name string) (skey string, err error) {
 // key skey: what a relay publishes for others to verify its
 // cosignatures.
 func VerifierKey(skey string) (string, error) {
-	vkey, err := NoteVerifierKey(skey)
+	k, err := acrtlog.OpenLogKey(skey) // an Ed25519 note signer key, as the log key
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("witness key: %w", err)
 	}
-	return fnote.VKeyToCosignatureV1(vkey)
-}
-
-// NoteVerifierKey returns the plain Ed25519 note verifier key (type 0x01,
-// note.NewVerifier's form) of an Ed25519 note signer key skey, such as the
-// relay's log key.
-func NoteVerifierKey(skey string) (string, error) {
-	parts := strings.SplitN(skey, "+", 5)
-	if len(parts) != 5 || parts[0] != "PRIVATE" || parts[1] != "KEY" {
-		return "", errors.New("signer key: not a note signer key")
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[4])
-	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
-		return "", errors.New("signer key: not an Ed25519 note signer key")
-	}
-	pub := ed25519.NewKeyFromSeed(raw[1:]).Public().(ed25519.PublicKey)
-	vkey, err := note.NewEd25519VerifierKey(parts[2], pub)
-	if err != nil {
-		return "", fmt.Errorf("signer key: %w", err)
-	}
-	return vkey, nil
+	return fnote.VKeyToCosignatureV1(k.VerifierKey)
 }
 
 // NewSigner returns the cosignature/v1 signer of the witness signer key
