@@ -196,6 +196,11 @@ func (m *Manager) Refresh(projectID string) {
 func (m *Manager) Run(ctx context.Context) error {
 	// The keeper outlives ctx: it releases the leases once the links
 	// (whose cursor writes are fenced) have stopped.
+	// The witness key is created at first start (witness.go), not at the
+	// first cosignature.
+	if _, err := m.witnessSigner(ctx); err != nil && ctx.Err() == nil {
+		m.log.Warn("federation: witness key", "err", err)
+	}
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keeper sync.WaitGroup
 	keeper.Go(func() { _ = m.keeper.Run(kctx) })
