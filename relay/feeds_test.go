@@ -140,6 +140,12 @@ func TestFeedCapabilityArchiveWalk(t *testing.T) {
 			t.Fatalf("%s: describedby %q", u, d)
 		}
 		delete(header, "describedby")
+		// The log's checkpoint (on the current document) is under the
+		// capability too, but not a link of the Atom document.
+		if c, ok := header["https://agenttool.dev/rels/log-checkpoint"]; ok && (!strings.HasPrefix(c, under) || !strings.HasSuffix(c, "/log/checkpoint")) {
+			t.Fatalf("%s: log-checkpoint link %q", u, c)
+		}
+		delete(header, "https://agenttool.dev/rels/log-checkpoint")
 		for rel, href := range header {
 			if p.Links[rel] != href {
 				t.Fatalf("%s: Link header %s=%q, document %q", u, rel, href, p.Links[rel])

@@ -73,6 +73,8 @@ type linkSet struct {
 	// capability: a feed capability's response (relay/feeds.go): no
 	// voice, claims or Link-Template, which need a bearer.
 	capability bool
+	// capToken is that capability (its log checkpoint is under it).
+	capToken string
 }
 
 // setCorrespondenceHeaders writes the headers every correspondence response
@@ -107,10 +109,17 @@ func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request
 		add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
 		add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
 	}
+	if sel.ProjectID != "" {
+		add(s.logCheckpointLink(base, sel.ProjectID, ls.capToken), relLogCheckpoint, "text/plain")
+	}
 	add(base+profilePath, relDescribedBy, "")
 	h.Set("Link", strings.Join(links, ", "))
 	if !ls.capability {
-		h.Set("Link-Template", s.linkTemplateField(r))
+		lt := s.linkTemplateField(r)
+		if sel.ProjectID != "" {
+			lt += ", " + marshalTemplate(inclusionTemplate(base, sel.ProjectID), relLogInclusionProof, mediaJSON)
+		}
+		h.Set("Link-Template", lt)
 	}
 	h.Set("Vary", "Accept, Authorization")
 	if r.Method == http.MethodPost {
@@ -131,9 +140,15 @@ func (s *Server) linkTemplateField(r *http.Request) string {
 }
 
 func marshalLinkTemplate(template string) string {
+	return marshalTemplate(template, relLive, "text/event-stream")
+}
+
+// marshalTemplate serializes one RFC 9652 Link-Template member (a
+// structured-field list of one string with rel and type).
+func marshalTemplate(template, rel, typ string) string {
 	item := httpsfv.NewItem(template)
-	item.Params.Add("rel", relLive)
-	item.Params.Add("type", "text/event-stream")
+	item.Params.Add("rel", rel)
+	item.Params.Add("type", typ)
 	v, err := httpsfv.Marshal(httpsfv.List{item})
 	if err != nil { // only for strings outside printable ASCII
 		return ""

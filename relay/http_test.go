@@ -309,7 +309,8 @@ func TestNegotiationAndHeaders(t *testing.T) {
 		"Vary":                   "Accept, Authorization",
 		"Cache-Control":          "private, no-cache, no-transform",
 		"X-Content-Type-Options": "nosniff",
-		"Link-Template":          `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream"`,
+		"Link-Template": `"http://relay.test/v1/wake/voice?identity_id={identity_id}&keys=correspondence";rel="https://agenttool.dev/rels/correspondence-live";type="text/event-stream", ` +
+			`"http://relay.test/v1/log/` + pid + `/proof/inclusion{?received_seq,tree_size}";rel="https://agenttool.dev/rels/log-inclusion-proof";type="application/json"`,
 	} {
 		if got := h.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -321,6 +322,7 @@ func TestNegotiationAndHeaders(t *testing.T) {
 		`<http://relay.test/v1/correspondence/events.atom?project_id=` + pid + `&repository_id=repo>; rel="alternate"; type="application/atom+xml", ` +
 		`<http://relay.test/v1/correspondence/voice?project_id=` + pid + `&repository_id=repo>; rel="https://agenttool.dev/rels/correspondence-voice"; type="application/vnd.agenttool.correspondence+json", ` +
 		`<http://relay.test/v1/correspondence/claims?project_id=` + pid + `&repository_id=repo>; rel="https://agenttool.dev/rels/active-claims"; type="application/vnd.agenttool.correspondence+json", ` +
+		`<http://relay.test/v1/log/` + pid + `/checkpoint>; rel="https://agenttool.dev/rels/log-checkpoint"; type="text/plain", ` +
 		`<http://relay.test/v1/profile>; rel="describedby"`
 	if got := h.Get("Link"); got != wantLink {
 		t.Errorf("Link =\n%s\nwant\n%s", got, wantLink)
@@ -417,7 +419,7 @@ func TestSelfLinkCannotBeInjected(t *testing.T) {
 	r := e.do("GET", "/v1/correspondence/events?repository_id=a%3E,%3Chttps://evil.example/x", tok, nil)
 	mustStatus(t, r, 200)
 	link := r.Header.Get("Link")
-	if strings.Contains(link, "<https://evil.example") || strings.Count(link, "<") != 5 { // self, alternate, voice, claims, describedby
+	if strings.Contains(link, "<https://evil.example") || strings.Count(link, "<") != 6 { // self, alternate, voice, claims, log-checkpoint, describedby
 		t.Fatalf("Link header carries an injected target: %s", link)
 	}
 	if !strings.HasPrefix(link, `<http://relay.test/v1/correspondence/events?repository_id=a%3E%2C%3Chttps%3A%2F%2Fevil.example%2Fx>; rel="self"`) {

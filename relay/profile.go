@@ -26,6 +26,15 @@ func (s *Server) handleProfile(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-cache")
-	s.writeRepresentation(w, r, mediaMarkdown, profilePage)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache")
+	body := profilePage
+	if s.cfg.LogVerifierKey != "" {
+		// The log: its key, and where any project's checkpoint is.
+		base := s.publicBase(r)
+		h.Set("Link", "<"+base+logKeyPath+`>; rel="`+relLogKey+`"; type="text/plain"`)
+		h.Set("Link-Template", marshalTemplate(base+"/v1/log/{project_id}/checkpoint", relLogCheckpoint, "text/plain"))
+		body = append(append([]byte(nil), profilePage...), s.profileLog()...)
+	}
+	s.writeRepresentation(w, r, mediaMarkdown, body)
 }

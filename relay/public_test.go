@@ -390,7 +390,8 @@ func TestFeedCapabilities(t *testing.T) {
 		t.Fatalf("feed:\n%s\nwant:\n%s", feed.Body, wantFeed)
 	}
 	wantLink := "<" + feedURL + `>; rel="self"; type="application/atom+xml", <` + capJSON +
-		`>; rel="alternate"; type="application/vnd.agenttool.correspondence+json", <http://relay.test/v1/profile>; rel="describedby"`
+		`>; rel="alternate"; type="application/vnd.agenttool.correspondence+json", <http://relay.test/v1/feeds/` + capability +
+		`/log/checkpoint>; rel="https://agenttool.dev/rels/log-checkpoint"; type="text/plain", <http://relay.test/v1/profile>; rel="describedby"`
 	if got := feed.Header.Get("Link"); got != wantLink || feed.Header.Get("Link-Template") != "" {
 		t.Fatalf("Link %q, Link-Template %q; want Link %q", got, feed.Header.Get("Link-Template"), wantLink)
 	}
@@ -473,7 +474,11 @@ func TestPublicProjectLinksFollow(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: rel %q target %q is not on the relay", from, rel, href)
 		}
-		if r := e.do("GET", path, "", nil); r.Status != 200 {
+		r := e.do("GET", path, "", nil)
+		if rel == "https://agenttool.dev/rels/log-checkpoint" && r.Status == 404 && r.code(t) == "log_empty" {
+			return // no sequencer in this relay: readable, but nothing integrated (TestLogReads)
+		}
+		if r.Status != 200 {
 			t.Errorf("%s: rel %q → GET %s without a token: %d %s", from, rel, path, r.Status, r.Body)
 		}
 	}

@@ -51,8 +51,11 @@ func (s *Server) Handler() http.Handler {
 	// checks the challenge and each delivery's HMAC (relay/peers.go); a
 	// refused verification is the JSON 404 (relay/callback.go).
 	m.HandleFunc(CallbackPath+"{peer_id}", s.handlePeerCallback).Methods("GET", "POST")
-	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD")        // rel="describedby" of correspondence responses
+	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
+	m.HandleFunc(logKeyPath, s.handleLogKey).Methods("GET", "HEAD")
 	m.HandleFunc(witness.KeyPath, s.handleWitnessKey).Methods("GET", "HEAD") // relay/witness.go
+	// The verifiable log under a feed capability (relay/log.go).
+	m.HandleFunc("/v1/feeds/{feed_token}/log/{rest:.+}", s.handleFeedLog).Methods("GET", "HEAD")
 
 	// Live web view (relay/ui.go): a session cookie from the sign-in form,
 	// never a bearer; its own security headers on every response.
@@ -84,6 +87,8 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/correspondence/claims", s.handleClaims).Methods("GET", "HEAD").Name(routePublicRead + " claims")
 	api.HandleFunc("/v1/correspondence/voice", s.handleVoice).Methods("GET", "HEAD").Name(routePublicRead + " voice")
 	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
+	// The verifiable log (relay/log.go): public projects need no token.
+	api.HandleFunc("/v1/log/{project_id}/{rest:.+}", s.handleLog).Methods("GET", "HEAD").Name(routePublicRead + " log")
 
 	// The verifiable log: a peer's cosignature on this relay's checkpoint (relay/witness.go).
 	api.HandleFunc("/v1/log/{project_id}/cosignatures", s.handleCosignaturePost).Methods("POST")

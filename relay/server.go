@@ -76,6 +76,16 @@ type Config struct {
 	// Limits are the request rates (relay/limits.go); the zero value limits
 	// nothing.
 	Limits RateLimits
+	// LogVerifierKey is the verifiable log's verifier key (name+hash+key,
+	// golang.org/x/mod/sumdb/note), served at /v1/log-key and on the
+	// profile page; "" serves neither (404).
+	LogVerifierKey string
+	// LogCosignatures, when set, returns the checkpoint served at
+	// …/log/checkpoint: the log's signed note with the cosignatures the
+	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error
+	// is logged and serves the log's signature alone. Nil means the
+	// cosignatures the store holds (store.Cosignatures, relay/witness.go).
+	LogCosignatures func(ctx context.Context, projectID string, checkpoint []byte) ([]byte, error)
 }
 
 // Server serves the HTTP surface over one store.
@@ -102,6 +112,9 @@ func New(st Store, cfg Config) *Server {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
 	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/"), ingest: ingest.New(st, ingest.Options{}), limits: newLimiters(cfg.Limits)}
+	if s.cfg.LogCosignatures == nil {
+		s.cfg.LogCosignatures = s.cosignedCheckpoint
+	}
 	maxStreams := cfg.WakeMaxStreamsPerToken
 	if maxStreams == 0 {
 		maxStreams = DefaultWakeMaxStreamsPerToken

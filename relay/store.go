@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
 )
@@ -79,6 +81,11 @@ type Store interface {
 	SummarizeRefusals(ctx context.Context, projectID, peerID string) (store.RefusalSummary, error)
 	RegistryKeys(ctx context.Context, projectID, afterKeyID string, limit int) ([]store.RegistryKey, error)
 	ProjectEvents(ctx context.Context, projectID string, after int64, limit int) (store.EventPage, error)
+
+	// store.Tree: the verifiable log's reads (log.go); entry bundles come
+	// from RecordsAfter.
+	TreeHead(ctx context.Context, projectID string) (store.TreeHead, error)
+	ReadTiles(ctx context.Context, projectID string, tiles []tlog.Tile) ([][]byte, error)
 
 	// store.UISessions: the web view's sessions (ui.go).
 	CreateUISession(ctx context.Context, s store.UISession) error

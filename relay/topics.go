@@ -134,7 +134,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 		v := strconv.FormatInt(page.Records[n-1].ReceivedSeq, 10)
 		nextAfter = &v
 	}
-	ls := linkSet{self: self, selfType: in.media, hub: hubURL, capability: in.capability != ""}
+	ls := linkSet{self: self, selfType: in.media, hub: hubURL, capability: in.capability != "", capToken: in.capability}
 	if page.HasMore && nextAfter != nil {
 		nq := url.Values{}
 		nq.Set("after", *nextAfter)

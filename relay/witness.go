@@ -32,6 +32,9 @@ import (
 //     key the link read from its remote's /v1/witness-key; else 403
 //     cosigner_unknown). Each such cosignature is kept
 //     (store.Cosignatures: the latest per witness key name). 204.
+//
+// GET …/log/checkpoint (relay/log.go) serves the checkpoint with the
+// cosignatures held on its text (cosignedCheckpoint).
 
 var (
 	errCheckpointNotPublished = errf(http.StatusUnprocessableEntity, wire.CodeCheckpointNotPublished,
@@ -147,4 +150,16 @@ func (s *Server) handleCosignaturePost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// cosignedCheckpoint returns projectID's checkpoint note (the tree head's,
+// signed by the log key) with the cosignatures this relay holds on its
+// text appended (witness.WithCosignatures): Config.LogCosignatures unless
+// the caller sets one.
+func (s *Server) cosignedCheckpoint(ctx context.Context, projectID string, checkpoint []byte) ([]byte, error) {
+	held, err := s.st.Cosignatures(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	return witness.WithCosignatures(checkpoint, held), nil
 }

@@ -183,9 +183,27 @@ func TestCosignatureRoute(t *testing.T) {
 		cs[0].Line != line || string(cs[0].Body) != cp.Text() {
 		t.Fatalf("Cosignatures = %+v, %v; want B's line %q on size 3", cs, err, line)
 	}
-	// What the checkpoint route serves: the log's note with B's line.
-	if got := witness.WithCosignatures(head.Checkpoint, cs); !bytes.Equal(got, good) {
-		t.Fatalf("served checkpoint %q, want %q", got, good)
+	// The checkpoint route serves the log's note with B's line.
+	served := e.do("GET", "/v1/log/"+pid+"/checkpoint", readTok, nil)
+	mustStatus(t, served, http.StatusOK)
+	if !bytes.Equal(served.Body, good) {
+		t.Fatalf("served checkpoint %q, want %q", served.Body, good)
+	}
+	// A cosignature on a smaller size is not kept over it; once the tree
+	// grows, the served checkpoint carries no stale line.
+	mustStatus(t, e.post(a, a.intent("repo-a", "four")), http.StatusCreated)
+	_, head4 := e.publishLog(pid)
+	served = e.do("GET", "/v1/log/"+pid+"/checkpoint", readTok, nil)
+	mustStatus(t, served, http.StatusOK)
+	if !bytes.Equal(served.Body, head4.Checkpoint) {
+		t.Fatalf("served checkpoint at size 4 %q, want the log's note alone %q", served.Body, head4.Checkpoint)
+	}
+	good4 := cosignWith(t, head4.Checkpoint, lk.Verifier, bKey)
+	mustStatus(t, e.do("POST", path, readTok, good4, "Content-Type", "text/plain; charset=utf-8"), http.StatusNoContent)
+	mustStatus(t, e.do("POST", path, readTok, good, "Content-Type", "text/plain; charset=utf-8"), http.StatusNoContent)
+	served = e.do("GET", "/v1/log/"+pid+"/checkpoint", readTok, nil)
+	if served.Status != http.StatusOK || !bytes.Equal(served.Body, good4) {
+		t.Fatalf("served checkpoint %d %q, want %q", served.Status, served.Body, good4)
 	}
 }
 

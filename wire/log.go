@@ -39,6 +39,14 @@ const (
 	// CodeTreeSizeInvalid (400): tree_size or old_size is not a decimal
 	// ≥ 0 (≥ 1 for an inclusion proof), or old_size > tree_size.
 	CodeTreeSizeInvalid = "tree_size_invalid"
+	// CodeLogEntryTooLarge (404): an entry bundle holding a record over
+	// 65535 bytes, which a C2SP bundle (uint16 lengths) cannot carry; the
+	// record is still in the tree and has inclusion proofs.
+	CodeLogEntryTooLarge = "log_entry_too_large"
+	// CodeLogEntriesNeedToken (403): entry bundles through a feed
+	// capability, which reads one repository while a bundle holds every
+	// repository's records.
+	CodeLogEntriesNeedToken = "log_entries_need_token"
 	// CodeLogUnavailable (503): the store failed while reading the log.
 	CodeLogUnavailable = "log_unavailable"
 )
