@@ -51,9 +51,6 @@ import (
 // checkpoint besides after each backfill round.
 const DefaultWitnessInterval = 10 * time.Second
 
-// witnessSkew is how far in the future a cosignature's time may be.
-const witnessSkew = 10 * time.Minute
-
 // errSplitView ends a link: the remote showed two histories.
 var errSplitView = errors.New("split view")
 
