@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/gorilla/mux"
 	"golang.org/x/mod/sumdb/tlog"
@@ -222,7 +223,7 @@ func (s *Server) serveTile(w http.ResponseWriter, r *http.Request, lr logRead, h
 		s.writeError(w, r, errLogBeyondTree)
 		return
 	}
-	data, err := s.st.ReadTiles(r.Context(), lr.projectID, []tlog.Tile{t})
+	data, err := s.readTiles(r.Context(), lr.projectID, []tlog.Tile{t})
 	if err != nil {
 		if isNotFound(err) { // a tile within the head must be stored
 			s.log.ErrorContext(r.Context(), "log tile missing within the tree head", "project_id", lr.projectID, "tile", acrtlog.TilePath(t), "size", head.Size)
@@ -295,10 +296,71 @@ func treeSize(q map[string]string, head store.TreeHead) (int64, bool, error) {
 }
 
 func (s *Server) hashReader(ctx context.Context, projectID string) tlog.HashReader {
-	st := s.st
 	return acrtlog.NewStoreHashReader(ctx, func(ctx context.Context, tiles []tlog.Tile) ([][]byte, error) {
-		return st.ReadTiles(ctx, projectID, tiles)
+		return s.readTiles(ctx, projectID, tiles)
 	})
+}
+
+// tileCacheSize bounds the tiles kept in memory: at most 8 KiB each, so
+// at most 8 MiB.
+const tileCacheSize = 1024
+
+// tileKey names a tile at one width: its bytes never change (a full tile
+// is immutable, and a partial tile's first W hashes are fixed once the
+// tree holds them), so a cached tile is never stale.
+type tileKey struct {
+	projectID string
+	l         int
+	n         int64
+	w         int
+}
+
+// tileCache keeps recently read tiles (proofs read the same upper tiles
+// again and again). Eviction is of an arbitrary entry when full.
+type tileCache struct {
+	mu sync.Mutex
+	m  map[tileKey][]byte
+}
+
+// readTiles is store.Tree.ReadTiles through the cache: the misses in one
+// store call.
+func (s *Server) readTiles(ctx context.Context, projectID string, tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	var miss []tlog.Tile
+	var at []int
+	c := &s.tiles
+	c.mu.Lock()
+	for i, t := range tiles {
+		if d, ok := c.m[tileKey{projectID, t.L, t.N, t.W}]; ok {
+			out[i] = d
+		} else {
+			miss, at = append(miss, t), append(at, i)
+		}
+	}
+	c.mu.Unlock()
+	if len(miss) == 0 {
+		return out, nil
+	}
+	data, err := s.st.ReadTiles(ctx, projectID, miss)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[tileKey][]byte, tileCacheSize)
+	}
+	for j, t := range miss {
+		out[at[j]] = data[j]
+		for k := range c.m {
+			if len(c.m) < tileCacheSize {
+				break
+			}
+			delete(c.m, k)
+		}
+		c.m[tileKey{projectID, t.L, t.N, t.W}] = data[j]
+	}
+	return out, nil
 }
 
 func (s *Server) writeProof(w http.ResponseWriter, r *http.Request, lr logRead, fixed bool, v any) {

@@ -101,6 +101,8 @@ type Server struct {
 
 	ltOnce  sync.Once
 	ltField string // Link-Template field when PublicURL is set
+
+	tiles tileCache // the log's tiles read recently (relay/log.go)
 }
 
 // New returns a Server over st. It starts no goroutines.

@@ -279,3 +279,18 @@ func TestProofsRFC9162(t *testing.T) {
 		}
 	}
 }
+
+func TestFrontierAgainstTreeHash(t *testing.T) {
+	var f Frontier
+	var leaves [][]byte
+	if f.Root() != (tlog.Hash{}) {
+		t.Fatal("empty frontier root is not zero")
+	}
+	for i := range 600 {
+		leaves = append(leaves, leaf(i))
+		f.Append(tlog.RecordHash(leaf(i)))
+		if f.Size() != int64(i+1) || [32]byte(f.Root()) != mth(leaves) {
+			t.Fatalf("size %d: root %v, want %x", i+1, f.Root(), mth(leaves))
+		}
+	}
+}

@@ -40,6 +40,9 @@ type serveConfig struct {
 	CourierCacheBytes int64
 	PprofAddr         string
 	MetricsAddr       string
+	// LogSequencer runs the verifiable log's sequencer (serve_tlog.go);
+	// off only for comparison (acrelay-bench tlog).
+	LogSequencer bool
 
 	// The embedded WebSub hub (spec/websub.md "Subscribing").
 	WebSubLeaseMin     time.Duration
@@ -97,6 +100,8 @@ keeps only its hash, which later starts use.`,
 	bindSecretEnv(cmd, "operator-token", "ACRELAY_OPERATOR_TOKEN")
 	addConfigFlag(cmd)
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", envOr("ACRELAY_METRICS_ADDR", ""), "also serve /metrics, without a token, on this (private) address; on the main listener /metrics needs the operator token (ACRELAY_METRICS_ADDR)")
+	fs.BoolVar(&cfg.LogSequencer, "log-sequencer", true, "integrate records into the projects' verifiable-log trees and sign their checkpoints (one process at a time holds the job); false only to measure ingest without it, the checkpoints then fall behind (ACRELAY_LOG_SEQUENCER)")
+	bindEnv(cmd, "log-sequencer", "ACRELAY_LOG_SEQUENCER")
 	addLimitFlags(fs, &cfg.Limits)
 	addMatrixFlags(fs, &cfg.Matrix)
 	addFederationFlags(cmd, fs, &cfg.Federation)
@@ -244,6 +249,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if boot != nil {
 		printBootstrap(out, boot, public)
 	}
+	logKey, err := openLogKey(ctx, st, public) // serve_tlog.go
+	if err != nil {
+		return err
+	}
+	logger.Info("log key", "verifier_key", logKey.VerifierKey)
 
 	var srv *relay.Server
 	ws, err := openWebSub(cfg, st, public, ln.Addr().String(), base, metrics, // serve_websub.go
@@ -263,6 +273,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
+		LogVerifierKey: logKey.VerifierKey, // the log's reads (relay/log.go)
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err
@@ -277,6 +288,11 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	wg.Go(func() { _ = ws.revokedScan.Run(bg) })
 	wg.Go(func() { _ = fed.Run(bg) })
 	wg.Go(func() { housekeep(bg, st, id, cfg.CourierLease, logger) })
+	if cfg.LogSequencer {
+		wg.Go(func() {
+			runSequencer(bg, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
+		})
+	}
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}

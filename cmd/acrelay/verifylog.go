@@ -18,13 +18,14 @@ import (
 // trusting the store's bookkeeping: every event's bytes are canonical,
 // parse, carry the row's project and event id, hash to that id and verify
 // under the stored key of their sender; received_seq runs 1..N without a
-// gap in each project.
+// gap in each project; and each project's verifiable-log tree, as far as
+// it is integrated, holds exactly those records (verifylog_tree.go).
 func newVerifyLogCmd() *cobra.Command {
 	var sc storeConfig
 	var projectID string
 	cmd := &cobra.Command{
 		Use:   "verify-log",
-		Short: "Re-verify every stored event's signature and event id, and received_seq order",
+		Short: "Re-verify every stored event's signature and event id, received_seq order, and the verifiable-log tree against the records",
 		Example: `  acrelay verify-log
   acrelay verify-log --project 11111111-1111-4111-8111-111111111111`,
 		Args: cobra.NoArgs,
@@ -38,14 +39,14 @@ func newVerifyLogCmd() *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			events, problems, err := verifyLog(ctx, st, projectID, cmd.OutOrStdout())
+			events, leaves, problems, err := verifyLog(ctx, st, projectID, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
 			if problems > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("verify-log: %d problem(s) in %d event(s)", problems, events)}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "acrelay: verify-log: %d event(s) verified, no problem\n", events)
+			fmt.Fprintf(cmd.OutOrStdout(), "acrelay: verify-log: %d event(s) verified, %d tree leaf/leaves checked against them, no problem\n", events, leaves)
 			return nil
 		},
 	}
@@ -62,10 +63,14 @@ const verifyPage = 500
 // verifyLog checks the log of projectID ("" for every project), writing
 // one line per problem to w; it returns the events read and the problems
 // found. Its error is the store's (nothing was judged then).
-func verifyLog(ctx context.Context, st store.Store, projectID string, w io.Writer) (events, problems int, err error) {
+func verifyLog(ctx context.Context, st store.Store, projectID string, w io.Writer) (events, leaves, problems int, err error) {
 	report := func(pid string, seq int64, format string, args ...any) {
 		problems++
 		fmt.Fprintf(w, "project %s received_seq %d: %s\n", pid, seq, fmt.Sprintf(format, args...))
+	}
+	key, err := verifyLogKey(ctx, st)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("log key: %w", err)
 	}
 	projects := []string{projectID}
 	if projectID == "" {
@@ -73,7 +78,7 @@ func verifyLog(ctx context.Context, st store.Store, projectID string, w io.Write
 		for after := ""; ; {
 			page, err := st.ProjectIDs(ctx, after, verifyPage)
 			if err != nil {
-				return events, problems, fmt.Errorf("list projects: %w", err)
+				return events, leaves, problems, fmt.Errorf("list projects: %w", err)
 			}
 			projects = append(projects, page...)
 			if len(page) < verifyPage {
@@ -82,18 +87,29 @@ func verifyLog(ctx context.Context, st store.Store, projectID string, w io.Write
 			after = page[len(page)-1]
 		}
 	} else if _, err := st.GetProject(ctx, projectID); err != nil {
-		return 0, 0, fmt.Errorf("--project %s: %w", projectID, err)
+		return 0, 0, 0, fmt.Errorf("--project %s: %w", projectID, err)
 	}
 	keys := map[string]store.SigningKey{} // project\x00signing_key_id
 	for _, pid := range projects {
+		head, err := st.TreeHead(ctx, pid)
+		if err != nil {
+			return events, leaves, problems, fmt.Errorf("project %s: tree head: %w", pid, err)
+		}
+		tc := &treeCheck{ctx: ctx, st: st, pid: pid, key: key, head: head,
+			report: func(seq int64, format string, args ...any) { report(pid, seq, format, args...) },
+			tree: func(format string, args ...any) {
+				problems++
+				fmt.Fprintf(w, "project %s tree of %d leaves: %s\n", pid, head.Size, fmt.Sprintf(format, args...))
+			}}
 		var seq int64 // the last received_seq seen
 		for {
 			recs, err := st.RecordsAfter(ctx, pid, seq, verifyPage)
 			if err != nil {
-				return events, problems, fmt.Errorf("project %s: records after %d: %w", pid, seq, err)
+				return events, leaves, problems, fmt.Errorf("project %s: records after %d: %w", pid, seq, err)
 			}
 			for _, rec := range recs {
 				events++
+				tc.add(rec)
 				if rec.ReceivedSeq != seq+1 {
 					report(pid, rec.ReceivedSeq, "received_seq follows %d: want %d (a gap or a repeat)", seq, seq+1)
 				}
@@ -106,8 +122,12 @@ func verifyLog(ctx context.Context, st store.Store, projectID string, w io.Write
 				break
 			}
 		}
+		if head.Size > 0 {
+			tc.finish()
+			leaves += int(head.Size)
+		}
 	}
-	return events, problems, nil
+	return events, leaves, problems, nil
 }
 
 // verifyRecord returns what is wrong with one stored record, nothing when
