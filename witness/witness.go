@@ -3,7 +3,7 @@
 // §Auditing, issue 24 item 5): C2SP tlog-cosignature/v1 (timestamped
 // Ed25519) keys, signing and verification through
 // github.com/transparency-dev/formats/note on golang.org/x/mod/sumdb/note;
-// opening a C2SP tlog-checkpoint (formats/log); the witness's decision on
+// opening a C2SP tlog-checkpoint (package tlog's parser); the witness's decision on
 // a checkpoint against the last one it cosigned (consistency by
 // golang.org/x/mod/sumdb/tlog.CheckTree); and the served checkpoint with
 // the cosignatures held. It is pure: no store, no HTTP.
@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"time"
 
-	flog "github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -79,18 +78,9 @@ func NewVerifier(vkey string) (note.Verifier, error) {
 	return fnote.NewVerifierForCosignatureV1(vkey)
 }
 
-// Checkpoint is a C2SP tlog-checkpoint's body.
-type Checkpoint struct {
-	Origin string
-	Size   int64
-	Root   tlog.Hash
-}
-
-// Text is the checkpoint's note text: origin, size and base64 root, each
-// line ending in a newline.
-func (c Checkpoint) Text() []byte {
-	return flog.Checkpoint{Origin: c.Origin, Size: uint64(c.Size), Hash: c.Root[:]}.Marshal()
-}
+// Checkpoint is a C2SP tlog-checkpoint's body (origin, size, root), as
+// package tlog writes and parses it.
+type Checkpoint = acrtlog.Checkpoint
 
 // Errors of Open and OpenCosigned.
 var (
@@ -125,20 +115,14 @@ func Open(msg []byte, logVerifier note.Verifier, origin string, others ...note.V
 	if !logSigned {
 		return Checkpoint{}, nil, ErrNote
 	}
-	var c flog.Checkpoint
-	rest, err := c.Unmarshal([]byte(n.Text))
-	if err != nil || len(rest) != 0 || len(c.Hash) != tlog.HashSize || c.Size > 1<<62 {
+	c, err := acrtlog.ParseCheckpoint(n.Text) // canonical, no extension lines
+	if err != nil {
 		return Checkpoint{}, nil, ErrNote
 	}
 	if origin != "" && c.Origin != origin {
 		return Checkpoint{}, nil, ErrOrigin
 	}
-	out := Checkpoint{Origin: c.Origin, Size: int64(c.Size)}
-	copy(out.Root[:], c.Hash)
-	if !bytes.Equal(out.Text(), []byte(n.Text)) {
-		return Checkpoint{}, nil, ErrNote // not in the one canonical form
-	}
-	return out, n, nil
+	return c, n, nil
 }
 
 // Line is a note signature line: "— <name> <base64>\n".

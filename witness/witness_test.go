@@ -79,7 +79,7 @@ func logKey(t *testing.T, name string) (note.Signer, note.Verifier) {
 
 func signCheckpoint(t *testing.T, s note.Signer, c witness.Checkpoint) []byte {
 	t.Helper()
-	msg, err := note.Sign(&note.Note{Text: string(c.Text())}, s)
+	msg, err := note.Sign(&note.Note{Text: c.Text()}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,18 +153,18 @@ func TestCosignRoundTrip(t *testing.T) {
 	if at := time.Unix(int64(ts), 0); at.Before(before) || at.After(time.Now()) {
 		t.Fatalf("timestamp %v not between %v and now", at, before)
 	}
-	signed := "cosignature/v1\ntime " + strconv.FormatUint(ts, 10) + "\n" + string(c.Text())
+	signed := "cosignature/v1\ntime " + strconv.FormatUint(ts, 10) + "\n" + c.Text()
 	if !ed25519.Verify(pub, []byte(signed), sig[12:]) {
 		t.Fatalf("Ed25519 signature does not verify over %q", signed)
 	}
 	// The log key's own signature is not a cosignature: the cosigned
 	// message is domain-separated from the checkpoint text.
-	if ed25519.Verify(pub, c.Text(), sig[12:]) {
+	if ed25519.Verify(pub, []byte(c.Text()), sig[12:]) {
 		t.Fatal("cosignature verifies over the bare checkpoint text")
 	}
 
 	gc, text, cs, err := witness.OpenCosigned(cosigned, lv, origin, []note.Verifier{wv}, time.Now(), time.Minute)
-	if err != nil || gc != c || !bytes.Equal(text, c.Text()) || len(cs) != 1 || cs[0].Name != "relay-b.example/witness" || cs[0].Line != line ||
+	if err != nil || gc != c || !bytes.Equal(text, []byte(c.Text())) || len(cs) != 1 || cs[0].Name != "relay-b.example/witness" || cs[0].Line != line ||
 		cs[0].SignedAt.Unix() != int64(ts) || cs[0].SignedAt.Location() != time.UTC {
 		t.Fatalf("OpenCosigned = %+v, %q, %+v, %v", gc, text, cs, err)
 	}
@@ -196,7 +196,7 @@ func TestOpenCosignedRefusals(t *testing.T) {
 	tampered := bytes.Replace(good, []byte("\n1\n"), []byte("\n2\n"), 1)
 	// A note signed by another key of the same name, cosigned by the
 	// witness: the log key does not verify it.
-	foreign, err := note.Sign(&note.Note{Text: string(c.Text())}, os, ws)
+	foreign, err := note.Sign(&note.Note{Text: c.Text()}, os, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestOpenCosignedRefusals(t *testing.T) {
 	} {
 		msg := tc.msg
 		if tc.name == "extension line" {
-			n, err := note.Sign(&note.Note{Text: string(c.Text()) + "ext\n"}, ls, ws)
+			n, err := note.Sign(&note.Note{Text: c.Text() + "ext\n"}, ls, ws)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -299,9 +299,9 @@ func TestWithCosignatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines = append(lines, line)
-		held = append(held, store.Cosignature{KeyName: s.Name(), Size: 2, Body: c2.Text(), Line: line})
+		held = append(held, store.Cosignature{KeyName: s.Name(), Size: 2, Body: []byte(c2.Text()), Line: line})
 	}
-	stale := store.Cosignature{KeyName: "old.example", Size: 1, Body: c1.Text(), Line: "— old.example AAAA\n"}
+	stale := store.Cosignature{KeyName: "old.example", Size: 1, Body: []byte(c1.Text()), Line: "— old.example AAAA\n"}
 	got := witness.WithCosignatures(msg, append([]store.Cosignature{stale, held[0], held[0]}, held[1:]...))
 	want := string(msg) + strings.Join(lines[:witness.MaxCosignatures], "")
 	if string(got) != want {
@@ -327,7 +327,7 @@ func FuzzOpenCosigned(f *testing.F) {
 	ws, _ := witness.NewSigner(wkey)
 	wv, _ := witness.NewVerifier(wvk)
 	c := witness.Checkpoint{Origin: origin, Size: 3, Root: tlog.RecordHash([]byte("x"))}
-	msg, _ := note.Sign(&note.Note{Text: string(c.Text())}, ls, ws)
+	msg, _ := note.Sign(&note.Note{Text: c.Text()}, ls, ws)
 	f.Add(msg)
 	f.Add([]byte(string(c.Text()) + "\n— relay-a.example AAAA\n"))
 	f.Add([]byte("\n\n\n"))
@@ -336,7 +336,7 @@ func FuzzOpenCosigned(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(got.Text(), text) || len(cs) == 0 || got.Size < 0 {
+		if !bytes.Equal([]byte(got.Text()), text) || len(cs) == 0 || got.Size < 0 {
 			t.Fatalf("opened %q to %+v, %q, %d cosignatures", b, got, text, len(cs))
 		}
 	})
