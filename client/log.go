@@ -356,9 +356,9 @@ type Entry struct {
 }
 
 // Entries yields the entries with indexes in [start, end) of the tree at
-// cp, streaming entry bundles one at a time, each entry checked against
-// the level-0 tile authenticated against cp (its RecordHash must be the
-// tree's leaf hash). It stops after yielding (Entry{}, err): ErrNotIncluded
+// cp, streaming entry bundles one at a time, every entry of each bundle
+// read (those outside [start, end) too) checked against the level-0 tile
+// authenticated against cp (its RecordHash must be the tree's leaf hash). It stops after yielding (Entry{}, err): ErrNotIncluded
 // for an entry the tree does not hold, a malformed bundle, a read error.
 func (l *Log) Entries(ctx context.Context, cp *Checkpoint, start, end int64) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
@@ -377,14 +377,10 @@ func (l *Log) Entries(ctx context.Context, cp *Checkpoint, start, end int64) ite
 				return
 			}
 			entries, err := acrtlog.DecodeBundle(data)
-			if err == nil && int64(len(entries)) < w {
-				err = fmt.Errorf("entry bundle %s holds %d entries, want %d", acrtlog.TilePath(t), len(entries), w)
-			}
 			if err != nil {
 				yield(Entry{}, fmt.Errorf("%w: %w", ErrMalformedRecord, err))
 				return
 			}
-			entries = entries[:w]
 			idx := make([]int64, w)
 			for i := range idx {
 				idx[i] = tlog.StoredHashIndex(0, first+int64(i))
@@ -394,18 +390,24 @@ func (l *Log) Entries(ctx context.Context, cp *Checkpoint, start, end int64) ite
 				yield(Entry{}, fmt.Errorf("level-0 hashes of bundle %d: %w", n, err))
 				return
 			}
-			for i, e := range entries {
+			// The entries present are checked first, so that a changed
+			// entry is named even when the bundle is also short.
+			for i, e := range entries[:min(int64(len(entries)), w)] {
 				x := first + int64(i)
-				if x < start || x >= end {
-					continue
-				}
 				if tlog.RecordHash(e) != hashes[i] {
 					yield(Entry{}, fmt.Errorf("%w: entry %d (received_seq %d) of bundle %s does not hash to the tree's leaf", ErrNotIncluded, x, x+1, acrtlog.TilePath(t)))
 					return
 				}
+				if x < start || x >= end {
+					continue
+				}
 				if !yield(Entry{Index: x, Data: e}, nil) {
 					return
 				}
+			}
+			if int64(len(entries)) < w {
+				yield(Entry{}, fmt.Errorf("%w: entry bundle %s holds %d entries, want %d", ErrMalformedRecord, acrtlog.TilePath(t), len(entries), w))
+				return
 			}
 		}
 	}

@@ -327,6 +327,8 @@ func TestAuditCatchesBadEntries(t *testing.T) {
 			return e
 		}, ErrNotIncluded, "entry 5 (received_seq 6) of bundle"},
 		{"deleted row", func(e [][]byte) [][]byte { return append(e[:100], e[101:]...) },
+			ErrNotIncluded, "entry 100 (received_seq 101) of bundle"},
+		{"deleted last row", func(e [][]byte) [][]byte { return e[:255] },
 			ErrMalformedRecord, "entry bundle tile/entries/000 holds 255 entries, want 256"},
 		{"deleted row, the bundle refilled", func(e [][]byte) [][]byte {
 			return append(append(e[:100], e[101:]...), RecordLeaf(testRecord(257, "record 257")))
@@ -562,4 +564,28 @@ func TestAuditStateRoundTrip(t *testing.T) {
 	if err != nil || *got != want {
 		t.Fatalf("round trip %+v, %v", got, err)
 	}
+}
+
+// FuzzCheckEntry: an entry's bytes, whatever they are, are either refused
+// or are exactly the canonical record they decode to, with received_seq
+// index+1.
+func FuzzCheckEntry(f *testing.F) {
+	f.Add(RecordLeaf(testRecord(1, "one")), int64(0))
+	f.Add(RecordLeaf(testRecord(7, "x")), int64(5))
+	f.Add([]byte(`{"event":{},"receipt":{"received_at":"","received_seq":"01"}}`), int64(0))
+	f.Add([]byte(`{"receipt":{"received_seq":"1"},"event":1}`), int64(0))
+	c, _ := New("http://relay.test", "")
+	l := c.Log(logProject, nil)
+	f.Fuzz(func(t *testing.T, data []byte, index int64) {
+		r, err := l.CheckEntry(Entry{Index: index, Data: data})
+		if err != nil {
+			if !errors.Is(err, ErrEntryInvalid) {
+				t.Fatalf("error %v is not ErrEntryInvalid", err)
+			}
+			return
+		}
+		if r.Receipt.ReceivedSeq != index+1 || !bytes.Equal(RecordLeaf(r), data) {
+			t.Fatalf("accepted %q at %d as %+v", data, index, r.Receipt)
+		}
+	})
 }

@@ -229,6 +229,13 @@ type benchRun struct {
 	// extra is appended to the server's command line (the websub
 	// subcommand's hub settings).
 	extra []string
+	// watch, when set, is called once the run's project exists, before
+	// the load, with the relay (nil with --url) and the project; the
+	// function it returns is called when the load has ended. respond,
+	// when set, is given each response's body and arrival time, from the
+	// clients' goroutines (the tlog subcommand, tlog.go).
+	watch   func(r *benchRelay, projectID string) (stop func())
+	respond func(body []byte, at time.Time)
 }
 
 // resolveRelayBin returns the acrelay binary to measure: path when given;
@@ -482,8 +489,9 @@ type benchConn struct {
 }
 
 // post sends one prepared request and reads its response, dialing first
-// when bc has no connection.
-func (bc *benchConn) post(host string, req []byte) (int, error) {
+// when bc has no connection; with body non-nil, the response's body is
+// read into it.
+func (bc *benchConn) post(host string, req []byte, body *bytes.Buffer) (int, error) {
 	if bc.c == nil {
 		c, err := net.Dial("tcp", host)
 		if err != nil {
@@ -498,7 +506,12 @@ func (bc *benchConn) post(host string, req []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, err = io.Copy(io.Discard, res.Body)
+	if body != nil {
+		body.Reset()
+		_, err = body.ReadFrom(res.Body)
+	} else {
+		_, err = io.Copy(io.Discard, res.Body)
+	}
 	res.Body.Close()
 	if err == nil && res.Close {
 		bc.close() // the relay closes the connection: the next post dials again
@@ -551,12 +564,14 @@ func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, e
 		label += " (" + run.ab + ")"
 	}
 	var projectID string
+	var relay *benchRelay
 	if url == "" {
 		r, err := startBenchRelay(ctx, run, c.DatabaseURL)
 		if err != nil {
 			return benchResult{}, err
 		}
 		defer r.stop()
+		relay = r
 		url, pid = r.url, r.cmd.Process.Pid
 		m, err := benchAdmin(client, url, r.opToken, "/v1/admin/projects", map[string]any{})
 		if err != nil {
@@ -660,6 +675,10 @@ func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, e
 		requests[i] = append([]byte(head+strconv.Itoa(len(b))+"\r\n\r\n"), b...)
 	}
 	lat := make([]time.Duration, len(bodies))
+	stopWatch := func() {}
+	if run.watch != nil {
+		stopWatch = run.watch(relay, projectID)
+	}
 	var next atomic.Int64
 	var errs, limited atomic.Int64
 	cpu0, haveCPU := cpuTime(pid)
@@ -673,14 +692,21 @@ func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, e
 			defer wg.Done()
 			bc := &benchConn{}
 			defer bc.close()
+			var body *bytes.Buffer
+			if run.respond != nil {
+				body = new(bytes.Buffer)
+			}
 			for ctx.Err() == nil { // interrupted: stop posting
 				i := int(next.Add(1)) - 1
 				if i >= len(bodies) {
 					return
 				}
 				t0 := time.Now()
-				status, err := bc.post(target.Host, requests[i])
+				status, err := bc.post(target.Host, requests[i], body)
 				lat[i] = time.Since(t0)
+				if body != nil && err == nil && status == 201 {
+					run.respond(body.Bytes(), t0.Add(lat[i]))
+				}
 				if err != nil {
 					bc.close() // the next post dials again
 				}
@@ -694,6 +720,8 @@ func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, e
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
+	stopWatch()
 	if err := ctx.Err(); err != nil {
 		return benchResult{}, fmt.Errorf("bench interrupted: %w", err)
 	}
@@ -701,7 +729,6 @@ func benchOnce(ctx context.Context, c benchConfig, run benchRun) (benchResult, e
 		// A relay the bench did not start applies its own request rates.
 		fmt.Fprintf(os.Stderr, "acrelay-bench: %d of %d posts were refused 429 rate_limited: the relay limits writes per token (--rate-token-writes); start it with --rate-token-writes 0 to measure ingest\n", n, len(bodies))
 	}
-	elapsed := time.Since(start)
 	cpu1, _ := cpuTime(pid)
 	self1, _ := cpuTime(os.Getpid())
 	busy1, total1, _ := machineTicks()

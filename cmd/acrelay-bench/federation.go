@@ -274,7 +274,7 @@ func federationOnce(ctx context.Context, c federationConfig) (federationResult, 
 				if i >= c.Events {
 					return
 				}
-				status, err := bc.post(target.Host, requests[i])
+				status, err := bc.post(target.Host, requests[i], nil)
 				if err != nil {
 					bc.close()
 				}
@@ -346,7 +346,7 @@ func federationOnce(ctx context.Context, c federationConfig) (federationResult, 
 	want := st.Stored
 	for i := range c.Probes {
 		t0 := time.Now()
-		status, err := bc.post(target.Host, requests[c.Events+i])
+		status, err := bc.post(target.Host, requests[c.Events+i], nil)
 		if err != nil || status != http.StatusCreated {
 			return res, fmt.Errorf("live post: %d %v", status, err)
 		}

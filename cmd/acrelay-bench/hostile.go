@@ -293,7 +293,7 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 					i := a.next
 					a.next++
 					start := time.Now()
-					status, err := bc.post(target.Host, a.reqs[i])
+					status, err := bc.post(target.Host, a.reqs[i], nil)
 					d := time.Since(start)
 					if err != nil {
 						bc.close()

@@ -673,7 +673,7 @@ func websubOnce(ctx context.Context, c websubConfig, n, round int) (websubResult
 	ev := &benchConn{}
 	defer ev.close()
 	post := func(req []byte) (time.Time, error) {
-		status, err := ev.post(target.Host, req)
+		status, err := ev.post(target.Host, req, nil)
 		at := time.Now()
 		if err != nil {
 			ev.close()
@@ -827,7 +827,7 @@ func websubOnce(ctx context.Context, c websubConfig, n, round int) (websubResult
 				if e >= len(evs.requests) {
 					return
 				}
-				status, err := bc.post(target.Host, evs.requests[e])
+				status, err := bc.post(target.Host, evs.requests[e], nil)
 				posted[e] = time.Now().UnixNano()
 				if err != nil {
 					bc.close()

@@ -208,7 +208,7 @@ func hangingOnce(ctx context.Context, c hangingConfig, hanging int) (hangingResu
 	start := time.Now()
 	for e := range n {
 		<-tick.C
-		status, err := bc.post(target.Host, evs.requests[e])
+		status, err := bc.post(target.Host, evs.requests[e], nil)
 		posted[e] = time.Now()
 		if err != nil || status != http.StatusCreated {
 			return res, fmt.Errorf("post event %d: status %d, %v", e, status, err)

@@ -41,10 +41,11 @@ tlog-tiles) and checks, in order:
   2. the tree extends the last checkpoint kept in --state (a consistency
      proof from the relay's tiles): a relay that rewrote, dropped or
      reordered a record it had already logged fails here;
-  3. every entry read — those added since the state's checkpoint, or all
-     of them with --all (streamed bundle by bundle) — hashes to the tree's
-     leaf and is the record with received_seq = index + 1, in the relay's
-     canonical {event, receipt} form (with --keyring, its signature too).
+  3. every entry read — the entry bundles holding those added since the
+     state's checkpoint, or all of them with --all (streamed bundle by
+     bundle) — hashes to the tree's leaf, and each new one is the record
+     with received_seq = index + 1 in the relay's canonical {event,
+     receipt} form (with --keyring, its signature too).
 
 On success the state file (when given) keeps the new checkpoint. On any
 failure it prints what failed and exits 1, leaving the state unchanged; a
@@ -174,7 +175,9 @@ func runAudit(ctx context.Context, out, stderr io.Writer, c *client.Client, a au
 		return auditFail(out, "%v", err)
 	}
 	if prev != nil {
-		if rep.Consistent {
+		if rep.Consistent && prev.Size == rep.Checkpoint.Size {
+			fmt.Fprintf(out, "consistency  size %d unchanged, same root\n", prev.Size)
+		} else if rep.Consistent {
 			fmt.Fprintf(out, "consistency  size %d → %d: proved\n", prev.Size, rep.Checkpoint.Size)
 		} else if err != nil {
 			return auditFail(out, "consistency from size %d: %v", prev.Size, err)
