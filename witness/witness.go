@@ -6,7 +6,8 @@
 // opening a C2SP tlog-checkpoint (package tlog's parser); the witness's decision on
 // a checkpoint against the last one it cosigned (consistency by
 // golang.org/x/mod/sumdb/tlog.CheckTree); and the served checkpoint with
-// the cosignatures held. It is pure: no store, no HTTP.
+// the cosignatures held. It does no I/O of its own: no HTTP, and the
+// store only through the interface StoredKey is given.
 //
 // The witness key is not the log key. C2SP signed-note allows one key for
 // several signature types only "if necessary (and if domain separation
