@@ -99,6 +99,16 @@ func (m *Manager) serveShared(w http.ResponseWriter, r *http.Request, peerID str
 			c.l = newLink(m, p, store.Lease{})
 			c.l.callbackOnly = true
 		}
+		m.shared.mu.Unlock()
+		e, err := splitViewOf(r.Context(), m.st, p)
+		m.shared.mu.Lock()
+		if err != nil {
+			m.shared.mu.Unlock()
+			m.log.Warn("federation: callback: split view evidence", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		c.l.halted.Store(e != nil) // its pushes are dropped (witness.go)
 		c.read = time.Now()
 		m.shared.links[peerID] = c
 		m.shared.mu.Unlock()

@@ -145,6 +145,17 @@
 //     the project-wide replay (GET /v1/correspondence/events?project_id=P)
 //     and the project-wide JSON topic (events.json?project_id=P); with one,
 //     through that repository's replay and JSON topic.
+//   - Witnessing (witness.go, issue 24 item 5). Each link is a C2SP
+//     witness of its remote's verifiable log: it reads the remote's
+//     checkpoint every WitnessInterval and after each backfill round,
+//     verifies it with the remote's log key (pinned), checks it against
+//     the one it cosigned last (same size, same root; larger, the remote's
+//     consistency proof), cosigns it with this relay's witness key (not
+//     the log key: package witness says why) and POSTs the cosigned note
+//     back. A fork or an inconsistent checkpoint is kept as evidence
+//     (store.SplitView, both notes) and stops the link on every process;
+//     it is raised at ERROR, in acrelay_federation_split_views and in
+//     /readyz's degraded list.
 //
 // What it does not do: copy receipts, trust a peer's verification, decode
 // and re-encode records (the bytes that verified are the bytes stored), or

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
@@ -42,6 +44,7 @@ type Store interface {
 	ForgetTarget(ctx context.Context, courier, projectID, target string) error
 	store.Refusals
 	store.PeerSubscriptions
+	store.Cosignatures
 }
 
 var _ Store = store.Store(nil)
@@ -74,6 +77,10 @@ type Options struct {
 	KeysInterval time.Duration
 	// SubscriptionLease is the hub.lease_seconds asked for.
 	SubscriptionLease time.Duration
+	// WitnessInterval: how often a link reads and checks the remote's
+	// checkpoint besides after each backfill round (witness.go);
+	// DefaultWitnessInterval when 0.
+	WitnessInterval time.Duration
 	// HTTP sends every request to remotes; nil is a client with a 30 s
 	// timeout that never follows redirects (the token stays with the
 	// remote the operator named).
@@ -100,6 +107,9 @@ type Manager struct {
 	watches map[string]linkLeaseCtx // by peer id: the lease context each link runs under
 
 	shared callbackLinks // the callbacks of links run elsewhere (callback.go)
+
+	wmu     sync.Mutex
+	wsigner note.Signer // this relay's witness key, once read (witness.go)
 }
 
 // linkLeaseCtx is the lease context of a running link (lease.Keeper
@@ -126,6 +136,9 @@ func New(st Store, in Appender, opt Options) *Manager {
 	}
 	if opt.SubscriptionLease <= 0 {
 		opt.SubscriptionLease = DefaultSubscriptionLease
+	}
+	if opt.WitnessInterval <= 0 {
+		opt.WitnessInterval = DefaultWitnessInterval
 	}
 	if opt.HTTP == nil {
 		opt.HTTP = &http.Client{Timeout: 30 * time.Second,
@@ -183,6 +196,11 @@ func (m *Manager) Refresh(projectID string) {
 func (m *Manager) Run(ctx context.Context) error {
 	// The keeper outlives ctx: it releases the leases once the links
 	// (whose cursor writes are fenced) have stopped.
+	// The witness key is created at first start (witness.go), not at the
+	// first cosignature.
+	if _, err := m.witnessSigner(ctx); err != nil && ctx.Err() == nil {
+		m.log.Warn("federation: witness key", "err", err)
+	}
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keeper sync.WaitGroup
 	keeper.Go(func() { _ = m.keeper.Run(kctx) })
@@ -341,4 +359,12 @@ type LinkStatus struct {
 	Refused      int64  `json:"refused"`       // records refused since the link started here (a kept one may be stored later: GET …/peers/{peer_id} has the refusals)
 	KeysImported int64  `json:"keys_imported"` // registry rows that changed something here
 	LastError    string `json:"last_error,omitempty"`
+	// Witnessed is the size of the remote's checkpoint this relay cosigned
+	// last (since the link started here; 0 before).
+	Witnessed int64 `json:"witnessed_size"`
+	// WitnessError is the last witnessing failure, "" once it passes.
+	WitnessError string `json:"witness_error,omitempty"`
+	// SplitView: the remote showed two histories; the link stopped
+	// (Running is false) and the evidence is stored.
+	SplitView bool `json:"split_view,omitempty"`
 }

@@ -30,10 +30,12 @@ import (
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/sequencer"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/postgres"
 	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
+	acrtlog "github.com/acrelay/acrelay/tlog"
 )
 
 // These tests run real relays (relay.Server with the embedded hub, the
@@ -64,6 +66,12 @@ type timing struct {
 	// noLinks: the federation Manager takes no lease and runs no link; it
 	// only serves callbacks.
 	noLinks bool
+	// log: the relay keeps its verifiable log (a log key in its store, the
+	// sequencer, /v1/log-key) and its links witness their remotes' logs
+	// every 150 ms.
+	log bool
+	// logTo, when set, receives the relay's log lines (JSON, Info and up).
+	logTo io.Writer
 }
 
 var fast = timing{poll: 150 * time.Millisecond, idlePoll: time.Second, keys: 200 * time.Millisecond, subLease: time.Hour}
@@ -75,6 +83,7 @@ type testRelay struct {
 	public  string
 	srv     *httptest.Server
 	fed     *federation.Manager
+	logKey  acrtlog.LogKey // when timing.log
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stopped bool
@@ -132,6 +141,24 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	if os.Getenv("ACRELAY_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("relay", name)
 	}
+	if tm.logTo != nil {
+		log = slog.New(slog.NewJSONHandler(tm.logTo, &slog.HandlerOptions{Level: slog.LevelInfo})).With("relay", name)
+	}
+	var logKey acrtlog.LogKey
+	witnessEvery := time.Duration(0)
+	if tm.log {
+		skey, err := st.LogKey(ctx, func() (string, error) {
+			s, _, err := acrtlog.NewLogKey(acrtlog.KeyName(public))
+			return s, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logKey, err = acrtlog.OpenLogKey(skey); err != nil {
+			t.Fatal(err)
+		}
+		witnessEvery = 150 * time.Millisecond
+	}
 	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +179,10 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	}
 	fed := federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{PublicURL: fedPublic, Holder: holder,
 		LeaseTTL: 3 * time.Second, PollInterval: tm.poll, IdlePollInterval: tm.idlePoll, KeysInterval: tm.keys,
-		SubscriptionLease: tm.subLease, Logger: log,
+		SubscriptionLease: tm.subLease, WitnessInterval: witnessEvery, Logger: log,
 		HTTP: &http.Client{Timeout: 2 * time.Second, Transport: tm.transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorToken: operatorToken, Logger: log, Hub: h,
-		TokenRevoked: h.DenyRevoked, Peers: fed})
+		TokenRevoked: h.DenyRevoked, Peers: fed, LogVerifierKey: logKey.VerifierKey})
 	handler := srv.Handler()
 	if d, drop := tm.verifyDelay, tm.dropPush; d > 0 || drop != nil {
 		inner := handler
@@ -177,13 +204,17 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
-	r := &testRelay{t: t, name: name, st: st, public: public, srv: hs, fed: fed}
+	r := &testRelay{t: t, name: name, st: st, public: public, srv: hs, fed: fed, logKey: logKey}
 	bg, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.wg.Go(func() { _ = runner.Run(bg) })
 	r.wg.Go(func() { _ = h.Run(bg) })
 	if !tm.noLinks {
 		r.wg.Go(func() { _ = fed.Run(bg) })
+	}
+	if tm.log {
+		seq := sequencer.New(st, sequencer.Options{PublicURL: public, Key: logKey, Logger: log})
+		r.wg.Go(func() { _ = seq.Run(bg) })
 	}
 	t.Cleanup(r.stop)
 	return r

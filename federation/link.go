@@ -52,6 +52,18 @@ type link struct {
 	lastErr   string
 	keyPages  map[string]keyPage // by the page's after ("" first)
 
+	// witnessing (witness.go): wkick asks for a check now; wsize is the
+	// size cosigned last, wsubmitted whether the remote took it;
+	// witnessErr the last failure; wkeyRead when the remote's witness key
+	// was read (runWitness's goroutine only); halted: a split view
+	// stopped the link.
+	wkick      chan struct{}
+	wsize      int64
+	wsubmitted bool
+	witnessErr string
+	wkeyRead   time.Time
+	halted     atomic.Bool
+
 	stored, duplicates, refused, keysImported atomic.Int64
 	// settle is when the settling after a verified subscription ends (unix
 	// nanoseconds; 0 when not settling), see runSubscription.
@@ -66,7 +78,7 @@ type keyPage struct {
 }
 
 func newLink(m *Manager, p store.Peer, lease store.Lease) *link {
-	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), keyPages: map[string]keyPage{}, pending: map[int64]bool{},
+	l := &link{m: m, peer: p, lease: lease, kick: make(chan struct{}, 1), fill: make(chan struct{}, 1), wkick: make(chan struct{}, 1), keyPages: map[string]keyPage{}, pending: map[int64]bool{},
 		log: m.log.With("project_id", p.ProjectID, "peer_id", p.ID)}
 	l.topic = hub.Topic{ProjectID: p.ProjectID, RepositoryID: p.RepositoryID, Format: hub.FormatJSON}.URL(p.RemoteURL)
 	l.sub = &client.WebSubSubscriber{
@@ -99,6 +111,7 @@ func (l *link) start(parent context.Context) {
 	l.done.Go(func() { l.runBackfill(ctx) })
 	l.done.Go(func() { l.runRegistry(ctx) })
 	l.done.Go(func() { l.runSubscription(ctx) })
+	l.done.Go(func() { l.runWitness(ctx) })
 }
 
 func (l *link) stop() { l.cancel() }
@@ -117,8 +130,9 @@ func (l *link) setErr(err error) {
 func (l *link) status() LinkStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := LinkStatus{Running: true, RemoteCursor: strconv.FormatInt(l.cursor, 10), Stored: l.stored.Load(),
-		Duplicates: l.duplicates.Load(), Refused: l.refused.Load(), KeysImported: l.keysImported.Load(), LastError: l.lastErr}
+	st := LinkStatus{Running: !l.halted.Load(), RemoteCursor: strconv.FormatInt(l.cursor, 10), Stored: l.stored.Load(),
+		Duplicates: l.duplicates.Load(), Refused: l.refused.Load(), KeysImported: l.keysImported.Load(), LastError: l.lastErr,
+		Witnessed: l.wsize, WitnessError: l.witnessErr, SplitView: l.halted.Load()}
 	if s, ok := l.sub.Subscription(l.topic); ok {
 		st.Subscription = s.State
 		if s.State == client.WebSubActive && time.Since(s.VerifiedAt) >= s.Lease {
@@ -199,6 +213,12 @@ func (l *link) unsubscribe(ctx context.Context) {
 // registry changed here. A failed round is retried after a short backoff
 // (retryMin, doubling up to PollInterval).
 func (l *link) runBackfill(ctx context.Context) {
+	if e, err := splitViewOf(ctx, l.m.st, l.peer); err != nil && ctx.Err() == nil {
+		l.log.Warn("federation: split view evidence", "err", err)
+	} else if e != nil {
+		l.halt(e) // stopped for good (witness.go)
+		return
+	}
 	states, err := l.m.st.TargetStates(ctx, Courier, l.peer.ProjectID)
 	if err == nil {
 		for _, s := range states {
@@ -235,6 +255,7 @@ func (l *link) runBackfill(ctx context.Context) {
 			retry = min(max(2*retry, retryMin), l.m.opt.PollInterval)
 		} else {
 			retry = 0
+			l.witnessNow() // check the remote's checkpoint as it backfills
 		}
 		if more && err == nil {
 			continue // the round ended at MaxPagesPerRound with progress: the next one starts now
@@ -720,6 +741,9 @@ func eventIDOf(raw []byte) string {
 // received_seq are the project's), so each of its pushes past what was
 // handled starts a round.
 func (l *link) onPush(_ string, rec client.Record) {
+	if l.halted.Load() {
+		return // a split view stopped the link: nothing more is mirrored
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	seq := rec.Receipt.ReceivedSeq

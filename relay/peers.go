@@ -208,8 +208,11 @@ func refusalsOut(sum store.RefusalSummary) refusalsJSON {
 // the link as the listing shows it, with "refusals": {pending, final,
 // by_reason: {reason: count}, latest: {received_seq, event_id, reason,
 // final, attempts, remote_received_at, first_refused_at, refused_at} |
-// null} from the store (every process answers the same); 404 not_found
-// for a link the project does not have.
+// null} from the store (every process answers the same), and
+// "split_view": {kind, origin, detected_at, cosigned_checkpoint,
+// seen_checkpoint} | null, the evidence that stopped the link
+// (federation/witness.go); 404 not_found for a link the project does not
+// have.
 func (s *Server) handlePeerGet(w http.ResponseWriter, r *http.Request) {
 	projectID, err := s.listedProject(r)
 	if err != nil {
@@ -230,10 +233,16 @@ func (s *Server) handlePeerGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	views, err := s.st.SplitViews(r.Context(), projectID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	out := struct {
 		peerJSON
-		Refusals refusalsJSON `json:"refusals"`
-	}{s.peerOut(p), refusalsOut(sum)}
+		Refusals  refusalsJSON   `json:"refusals"`
+		SplitView *splitViewJSON `json:"split_view"`
+	}{s.peerOut(p), refusalsOut(sum), splitViewOut(views, p.ID)}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusOK, mediaJSON, out)
 }
@@ -267,4 +276,26 @@ func (s *Server) handleFederationCallback(w http.ResponseWriter, r *http.Request
 		return
 	}
 	s.cfg.Peers.ServeCallback(w, r, mux.Vars(r)["peer_id"])
+}
+
+// splitViewJSON is the split-view evidence that stopped a link
+// (federation/witness.go): both checkpoint notes of the remote's log, as
+// it served them, for anyone to check with its log key.
+type splitViewJSON struct {
+	Kind       string `json:"kind"` // "fork" or "inconsistent"
+	Origin     string `json:"origin"`
+	DetectedAt string `json:"detected_at"`
+	Cosigned   string `json:"cosigned_checkpoint"`
+	Seen       string `json:"seen_checkpoint"`
+}
+
+// splitViewOut is link peerID's first evidence, nil when none.
+func splitViewOut(views []store.SplitView, peerID string) *splitViewJSON {
+	for _, v := range views {
+		if v.PeerID == peerID {
+			return &splitViewJSON{Kind: v.Kind, Origin: v.Origin, DetectedAt: correspondence.FormatTimestamp(v.DetectedAt),
+				Cosigned: string(v.Cosigned), Seen: string(v.Seen)}
+		}
+	}
+	return nil
 }

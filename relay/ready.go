@@ -19,6 +19,12 @@ type readiness struct {
 	// do not decide readiness: a courier behind or failing still lets the
 	// relay take appends and serve reads.
 	Couriers []couriers.Status `json:"couriers"`
+	// Degraded names what is wrong while the relay still serves (it does
+	// not decide readiness): "federation_split_view" while a peer link is
+	// stopped by a split view of its remote's log (SplitViews counts
+	// them; the evidence: store.SplitViews, federation/witness.go).
+	Degraded   []string `json:"degraded"`
+	SplitViews int      `json:"split_views"`
 }
 
 // readyTimeout bounds the store checks of one /readyz.
@@ -32,7 +38,7 @@ const readyTimeout = 5 * time.Second
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	body := readiness{Ready: true, Store: "ok", Couriers: []couriers.Status{}}
+	body := readiness{Ready: true, Store: "ok", Couriers: []couriers.Status{}, Degraded: []string{}}
 	if s.cfg.Couriers != nil {
 		body.Couriers = append(body.Couriers, s.cfg.Couriers()...)
 	}
@@ -47,6 +53,20 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		case n > 0:
 			s.log.Warn("readiness: migrations pending", "pending", n)
 			body.Ready, body.Store = false, "migrations_pending"
+		}
+	}
+	if body.Store == "ok" {
+		if views, err := s.st.SplitViews(ctx, ""); err != nil {
+			s.log.Warn("readiness: split views unreadable", "err", err)
+		} else {
+			for _, v := range views {
+				if !v.LinkRemoved {
+					body.SplitViews++
+				}
+			}
+			if body.SplitViews > 0 {
+				body.Degraded = append(body.Degraded, "federation_split_view")
+			}
 		}
 	}
 	status := http.StatusOK

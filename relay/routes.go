@@ -10,6 +10,7 @@ import (
 
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/witness"
 )
 
 // Handler returns the relay's routes. Every route but /healthz, /readyz,
@@ -52,6 +53,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc(CallbackPath+"{peer_id}", s.handlePeerCallback).Methods("GET", "POST")
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 	m.HandleFunc(logKeyPath, s.handleLogKey).Methods("GET", "HEAD")
+	m.HandleFunc(witness.KeyPath, s.handleWitnessKey).Methods("GET", "HEAD") // relay/witness.go
 	// The verifiable log under a feed capability (relay/log.go).
 	m.HandleFunc("/v1/feeds/{feed_token}/log/{rest:.+}", s.handleFeedLog).Methods("GET", "HEAD")
 
@@ -87,6 +89,9 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("/v1/wake/voice", s.handleWake).Methods("GET")
 	// The verifiable log (relay/log.go): public projects need no token.
 	api.HandleFunc("/v1/log/{project_id}/{rest:.+}", s.handleLog).Methods("GET", "HEAD").Name(routePublicRead + " log")
+
+	// The verifiable log: a peer's cosignature on this relay's checkpoint (relay/witness.go).
+	api.HandleFunc("/v1/log/{project_id}/cosignatures", s.handleCosignaturePost).Methods("POST")
 
 	// Feed capabilities for feed readers (their GET is above).
 	api.HandleFunc("/v1/feeds", s.handleFeedCreate).Methods("POST")

@@ -82,8 +82,9 @@ type Config struct {
 	LogVerifierKey string
 	// LogCosignatures, when set, returns the checkpoint served at
 	// …/log/checkpoint: the log's signed note with the cosignatures the
-	// relay holds on it (witnesses, spec/tlog.md §Checkpoints). Nil serves
-	// the log's signature alone; an error is logged and does the same.
+	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error
+	// is logged and serves the log's signature alone. Nil means the
+	// cosignatures the store holds (store.Cosignatures, relay/witness.go).
 	LogCosignatures func(ctx context.Context, projectID string, checkpoint []byte) ([]byte, error)
 }
 
@@ -114,6 +115,9 @@ func New(st Store, cfg Config) *Server {
 		cfg.OperatorTokenHash = token.Hash(cfg.OperatorToken)
 	}
 	s := &Server{st: st, cfg: cfg, log: cfg.Logger, public: strings.TrimRight(cfg.PublicURL, "/"), ingest: ingest.New(st, ingest.Options{}), limits: newLimiters(cfg.Limits)}
+	if s.cfg.LogCosignatures == nil {
+		s.cfg.LogCosignatures = s.cosignedCheckpoint
+	}
 	maxStreams := cfg.WakeMaxStreamsPerToken
 	if maxStreams == 0 {
 		maxStreams = DefaultWakeMaxStreamsPerToken

@@ -52,6 +52,10 @@ type Store interface {
 	HandoffVersions(ctx context.Context, projectID, handoffID string, afterVersion int64, limit int) (versions []store.HandoffVersion, hasMore bool, err error)
 	HandoffEvents(ctx context.Context, projectID, handoffID string) (ids []string, truncated bool, err error)
 
+	// store.Cosignatures with the tree head and log key of store.Tree:
+	// witnessing (witness.go, ready.go).
+	witnessStore
+
 	// store.Visibility: public projects (public.go, admin.go).
 	ProjectVisibility(ctx context.Context, projectID string) (string, error)
 	SetProjectVisibility(ctx context.Context, projectID, visibility string) error

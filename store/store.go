@@ -621,5 +621,6 @@ type Store interface {
 	Federation
 	PeerSubscriptions
 	UISessions
+	Cosignatures
 	Close() error
 }

@@ -23,6 +23,7 @@ type federationConfig struct {
 	IdlePoll time.Duration
 	Keys     time.Duration
 	SubLease time.Duration
+	Witness  time.Duration
 }
 
 func addFederationFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *federationConfig) {
@@ -34,6 +35,8 @@ func addFederationFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *federationConf
 	bindEnv(cmd, "federation-keys-interval", "ACRELAY_FEDERATION_KEYS_INTERVAL")
 	fs.DurationVar(&c.SubLease, "federation-subscription-lease", federation.DefaultSubscriptionLease, "WebSub lease peer links ask the remote's hub for; renewed at three quarters (ACRELAY_FEDERATION_SUBSCRIPTION_LEASE)")
 	bindEnv(cmd, "federation-subscription-lease", "ACRELAY_FEDERATION_SUBSCRIPTION_LEASE")
+	fs.DurationVar(&c.Witness, "federation-witness-interval", federation.DefaultWitnessInterval, "peer links read, check and cosign the remote's log checkpoint this often, besides after each backfill round (ACRELAY_FEDERATION_WITNESS_INTERVAL)")
+	bindEnv(cmd, "federation-witness-interval", "ACRELAY_FEDERATION_WITNESS_INTERVAL")
 }
 
 // newFederation builds the peer links' manager. hc is the SSRF-guarded
@@ -43,6 +46,6 @@ func addFederationFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *federationConf
 func newFederation(st store.Store, c federationConfig, public string, id *lease.Identity, ttl time.Duration, logger *slog.Logger, hc *http.Client) *federation.Manager {
 	return federation.New(st, ingest.New(st, ingest.Options{}), federation.Options{
 		PublicURL: public, Identity: id, LeaseTTL: ttl, PollInterval: c.Poll, IdlePollInterval: c.IdlePoll,
-		KeysInterval: c.Keys, SubscriptionLease: c.SubLease, Logger: logger, HTTP: hc,
+		KeysInterval: c.Keys, SubscriptionLease: c.SubLease, WitnessInterval: c.Witness, Logger: logger, HTTP: hc,
 	})
 }

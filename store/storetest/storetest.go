@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, limitsTests...)
 	tests = append(tests, webSubScanTests...)
 	tests = append(tests, treeTests...)
+	tests = append(tests, cosignatureTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))

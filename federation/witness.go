@@ -1,0 +1,371 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/acrelay/acrelay/client"
+	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
+	"github.com/acrelay/acrelay/witness"
+)
+
+// Witnessing (spec/tlog.md §Checkpoints and §Auditing, issue 24 item 5):
+// a link is a witness of its remote's log for its project. Every
+// WitnessInterval, and after each backfill round, it reads the remote's
+// checkpoint (GET /v1/log/{project_id}/checkpoint), verifies it with the
+// remote's log key (GET /v1/log-key, pinned in the link's
+// store.WitnessState the first time), checks it against the checkpoint
+// it cosigned last (witness.Check, the consistency proof read from the
+// remote's proof route), and then:
+//
+//   - consistent and new: cosigns it with this relay's witness key
+//     (C2SP tlog-cosignature/v1), stores it as the link's witness state
+//     (only over the size read, so a second writer never rolls it back)
+//     and POSTs the cosigned note to the remote
+//     (/v1/log/{project_id}/cosignatures), which serves it with its
+//     checkpoint;
+//   - smaller but consistent (a stale read): nothing, a warning;
+//   - a fork (one size, two roots) or a checkpoint no proof joins to the
+//     one cosigned: both notes are stored as evidence
+//     (store.SplitView), the link stops mirroring (its backfill,
+//     registry sync and subscription end; pushes are refused on every
+//     process) and it is raised: one log line at ERROR, the metric
+//     acrelay_federation_split_views, /readyz degraded. It stays stopped
+//     until the operator removes the link.
+//
+// The remote's own witness key (GET /v1/witness-key) is kept in the
+// state too: this relay accepts cosignatures on its own checkpoints only
+// by the witness keys of its project's peer links.
+
+// DefaultWitnessInterval is how often a link reads the remote's
+// checkpoint besides after each backfill round.
+const DefaultWitnessInterval = 10 * time.Second
+
+// errSplitView ends a link: the remote showed two histories.
+var errSplitView = errors.New("split view")
+
+// witnessSigner returns this relay's witness signer, creating the key in
+// the store the first time (witness.StoredKey).
+func (m *Manager) witnessSigner(ctx context.Context) (note.Signer, error) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	if m.wsigner != nil {
+		return m.wsigner, nil
+	}
+	skey, err := witness.StoredKey(ctx, m.st, m.opt.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	s, err := witness.NewSigner(skey)
+	if err != nil {
+		return nil, fmt.Errorf("witness key: %w", err)
+	}
+	m.wsigner = s
+	return s, nil
+}
+
+// splitViewOf returns the evidence that stops link p, if any.
+func splitViewOf(ctx context.Context, st store.Cosignatures, p store.Peer) (*store.SplitView, error) {
+	vs, err := st.SplitViews(ctx, p.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		if v.PeerID == p.ID {
+			return &v, nil
+		}
+	}
+	return nil, nil
+}
+
+// remoteClient is the SDK client of the remote, with the link's token
+// and HTTP client, without retries (the link's loops retry).
+func (l *link) remoteClient() (*client.Client, error) {
+	c, err := client.New(l.peer.RemoteURL, l.peer.Token)
+	if err != nil {
+		return nil, err
+	}
+	c.HTTP, c.Retry = l.m.opt.HTTP, client.RetryPolicy{MaxAttempts: 1}
+	return c, nil
+}
+
+// remoteWitnessKey reads the remote's witness verifier key ("" when it
+// serves none: 404).
+func (l *link) remoteWitnessKey(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.peer.RemoteURL+witness.KeyPath, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := l.m.opt.HTTP.Do(req)
+	if err != nil {
+		return "", scrub(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	switch {
+	case err != nil:
+		return "", scrub(err)
+	case resp.StatusCode == http.StatusNotFound:
+		return "", nil
+	case resp.StatusCode != http.StatusOK:
+		return "", fmt.Errorf("witness key: remote answered %d", resp.StatusCode)
+	}
+	key := strings.TrimSpace(string(body))
+	if _, err := witness.NewVerifier(key); err != nil {
+		return "", fmt.Errorf("witness key: %w", err)
+	}
+	return key, nil
+}
+
+// runWitness witnesses the remote's log every WitnessInterval and when
+// a backfill round asks (witnessNow), until ctx ends or a split view
+// stops the link.
+func (l *link) runWitness(ctx context.Context) {
+	t := time.NewTicker(l.m.opt.WitnessInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.wkick:
+		}
+		err := l.witness(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errSplitView):
+			return
+		case err != nil:
+			failures++
+			l.setWitnessErr(err)
+			if failures == 1 {
+				l.log.Warn("federation: witness", "err", err)
+			} else {
+				l.log.Debug("federation: witness", "err", err, "failures", failures)
+			}
+		default:
+			if failures > 0 {
+				l.log.Info("federation: witness recovered", "failures", failures)
+			}
+			failures = 0
+			l.setWitnessErr(nil)
+		}
+	}
+}
+
+// witnessNow asks runWitness for a check at once.
+func (l *link) witnessNow() {
+	select {
+	case l.wkick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *link) setWitnessErr(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.witnessErr = ""
+		return
+	}
+	l.witnessErr = err.Error()
+}
+
+// witness reads, checks and cosigns the remote's checkpoint once (see
+// the comment at the top of this file). errSplitView: the link stopped.
+func (l *link) witness(ctx context.Context) error {
+	st := l.m.st
+	state, err := st.WitnessState(ctx, l.peer.ProjectID, l.peer.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		state = store.WitnessState{ProjectID: l.peer.ProjectID, PeerID: l.peer.ID}
+	case err != nil:
+		return err
+	}
+	rc, err := l.remoteClient()
+	if err != nil {
+		return err
+	}
+	oldSize := state.Size
+	if state.LogKey == "" {
+		if state.LogKey, err = rc.LogKey(ctx); err != nil {
+			return fmt.Errorf("log key: %w", err)
+		}
+	}
+	if state.WitnessKey == "" || l.wkeyRead.IsZero() || time.Since(l.wkeyRead) > l.m.opt.PollInterval {
+		wk, err := l.remoteWitnessKey(ctx)
+		if err != nil {
+			return err
+		}
+		l.wkeyRead = time.Now()
+		if wk != state.WitnessKey && oldSize > 0 {
+			// Learnt or changed: kept now (the cosignature below may not
+			// be needed).
+			next := state
+			next.WitnessKey = wk
+			if ok, err := st.SaveWitnessState(ctx, next, oldSize); err != nil || !ok {
+				return fmt.Errorf("witness state: %w (stored %v)", err, ok)
+			}
+		}
+		state.WitnessKey = wk
+	}
+	lv, err := note.NewVerifier(state.LogKey)
+	if err != nil {
+		return fmt.Errorf("log key: %w", err)
+	}
+	rlog := rc.Log(l.peer.ProjectID, lv)
+	var prev witness.Checkpoint
+	if state.Checkpoint != nil {
+		// The origin pinned with the first checkpoint cosigned.
+		c, _, err := witness.Open(state.Checkpoint, lv, "")
+		if err != nil {
+			return fmt.Errorf("stored witness checkpoint: %w", err)
+		}
+		prev, rlog.Origin = c, c.Origin
+	}
+	cp, err := rlog.Checkpoint(ctx)
+	var ae *client.APIError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code == wire.CodeLogEmpty:
+		if oldSize == 0 {
+			_, err := st.SaveWitnessState(ctx, state, 0) // the pinned keys
+			return err
+		}
+		return fmt.Errorf("checkpoint: the remote serves none after size %d", oldSize)
+	case err != nil:
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	next, n, err := witness.Open(cp.Note, lv, cp.Origin)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	verdict, err := l.judge(ctx, rlog, prev, next, state.Checkpoint, cp)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	submitted := l.wsubmitted
+	l.mu.Unlock()
+	switch verdict {
+	case witness.Fork, witness.Inconsistent:
+		return l.splitView(ctx, verdict, next.Origin, state.Checkpoint, cp.Note)
+	case witness.Stale:
+		return fmt.Errorf("checkpoint: the remote served size %d, smaller than %d cosigned (consistent)", next.Size, prev.Size)
+	}
+	if next == prev && submitted {
+		return nil // cosigned and submitted already
+	}
+	cosigned := state.Checkpoint
+	if next != prev {
+		signer, err := l.m.witnessSigner(ctx)
+		if err != nil {
+			return err
+		}
+		cosigned, _, err = witness.Cosign(signer, n)
+		if err != nil {
+			return err
+		}
+		state.Size, state.Root, state.Checkpoint, state.CosignedAt = next.Size, next.Root, cosigned, time.Now()
+		ok, err := st.SaveWitnessState(ctx, state, oldSize)
+		if err != nil {
+			return fmt.Errorf("witness state: %w", err)
+		}
+		if !ok {
+			return errors.New("witness state: written by another process meanwhile; read again next time")
+		}
+	}
+	l.mu.Lock()
+	l.wsize, l.wsubmitted = next.Size, false
+	l.mu.Unlock()
+	if err := l.submitCosignature(ctx, cosigned); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.wsubmitted = true
+	l.mu.Unlock()
+	return nil
+}
+
+// judge decides on the remote's checkpoint next against prev, the one
+// cosigned last (witness.Check), reading the consistency proof from the
+// remote's proof route when the sizes differ. A proof that fails is
+// Inconsistent.
+func (l *link) judge(ctx context.Context, rlog *client.Log, prev, next witness.Checkpoint, prevNote []byte, cp *client.Checkpoint) (witness.Verdict, error) {
+	if prev.Size == 0 || prev.Size == next.Size {
+		return witness.Check(prev, next, nil), nil
+	}
+	older, newer := &client.Checkpoint{Origin: prev.Origin, Size: prev.Size, Root: prev.Root, Note: prevNote}, cp
+	if next.Size < prev.Size {
+		older, newer = cp, older
+	}
+	p, err := rlog.ConsistencyProof(ctx, older, newer)
+	var sv *client.SplitView
+	switch {
+	case errors.As(err, &sv):
+		return witness.Inconsistent, nil
+	case err != nil:
+		return 0, fmt.Errorf("consistency proof: %w", err)
+	}
+	proof := make(tlog.TreeProof, len(p.Hashes))
+	for i, h := range p.Hashes {
+		if len(h) != tlog.HashSize {
+			return witness.Inconsistent, nil
+		}
+		copy(proof[i][:], h)
+	}
+	return witness.Check(prev, next, proof), nil
+}
+
+// splitView stores the evidence, stops the link and raises it.
+func (l *link) splitView(ctx context.Context, v witness.Verdict, origin string, cosigned, seen []byte) error {
+	e, err := l.m.st.SaveSplitView(ctx, store.SplitView{ProjectID: l.peer.ProjectID, PeerID: l.peer.ID, Kind: v.String(),
+		Origin: origin, Cosigned: cosigned, Seen: seen})
+	if err != nil {
+		return fmt.Errorf("split view evidence: %w", err)
+	}
+	l.halt(&e)
+	return errSplitView
+}
+
+// halt stops the link for good because of evidence e: one ERROR line.
+func (l *link) halt(e *store.SplitView) {
+	if l.halted.Swap(true) {
+		return
+	}
+	l.log.Error("federation: split view: the remote showed two histories of its log; the link stops mirroring until it is removed",
+		"kind", e.Kind, "origin", e.Origin, "evidence_id", e.ID)
+	l.stop()
+}
+
+// submitCosignature POSTs the cosigned note to the remote.
+func (l *link) submitCosignature(ctx context.Context, cosigned []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.peer.RemoteURL+witness.CosignaturesPath(l.peer.ProjectID), bytes.NewReader(cosigned))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.peer.Token)
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	resp, err := l.m.opt.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("submit cosignature: %w", scrub(err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("submit cosignature: remote answered %d", resp.StatusCode)
+	}
+	return nil
+}
