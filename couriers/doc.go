@@ -34,16 +34,22 @@
 //     due-heap (container/heap) by the time it is due. An advance costs
 //     O(k) for the k targets it wakes and a failure O(log n), whatever the
 //     number of targets held (BenchmarkAdvance: flat from 1,000 to 100,000);
-//   - workers (worker.go), one per target with records to deliver, read
-//     the batch after the cursor (the Cache), call Deliver under the
-//     concurrency and host limits, and hand the cursor reached to
+//   - workers (worker.go), one per started target, read the batch after
+//     the cursor (the Cache), call Deliver under the concurrency and host
+//     limits, and hand the cursor reached to the committer. Admission
+//     (admit.go) bounds the workers alive: 4 × Concurrency (at least 64)
+//     in all and, per host, as many as its slots (healthy and slow
+//     targets counted apart); a target whose host is full waits in the
+//     host's list and starts first when the host has room, so a fan-out
+//     to 100,000 targets runs a few hundred goroutines, not 100,000;
 //   - the committer (commit.go), which group-commits cursor writes,
 //     fenced by the lease, and answers each worker.
 //
 // What the Runner guarantees:
 //
 //   - Targets progress independently: each target with records after its
-//     cursor gets its own worker, which never waits for another target. A
+//     cursor gets its own worker once admitted, which never waits for
+//     another target's delivery. A
 //     target that hangs holds one slot of the courier's Concurrency and
 //     one of its host's HostLimit, never more; workers queue for their
 //     host's slot before taking a global one, so one dead host cannot

@@ -182,6 +182,7 @@ type Runner struct {
 	keeper *lease.Keeper
 	loader *loader
 	commit *committer
+	admit  *admission // workers alive, per host (admit.go); under mu
 
 	cache *Cache // batches shared by targets at the same cursor (couriers/cache.go)
 
@@ -239,6 +240,7 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
 		commit: newCommitter(st, 2*opt.Concurrency)}
 	r.loader = newLoader(r)
+	r.admit = newAdmission(opt.HostLimit, r.hosts, opt.Concurrency)
 	r.keeper = lease.New(st, lease.Options{Name: c.Name(), Holder: id, TTL: opt.LeaseTTL,
 		Wanted: c.Projects, ListEvery: opt.Refresh, Logger: opt.Logger.With("courier", c.Name()),
 		// An advance or Refresh named a project the last listing did not
@@ -399,7 +401,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-wake.C:
 		}
 		r.mu.Lock()
-		next := r.sched.dispatch(time.Now(), start)
+		next := r.sched.dispatch(time.Now(), r.admit.room, start)
+		for r.admit.refill(r.sched.release) {
+			next = r.sched.dispatch(time.Now(), r.admit.room, start)
+		}
 		r.mu.Unlock()
 		if !next.IsZero() {
 			wake.Reset(max(time.Until(next), time.Millisecond))
@@ -408,8 +413,9 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // start starts a worker for t, which is due and has records after its
-// cursor, unless its lease is not known safe (parked) or a worker of an
-// earlier fence still runs for it. Called by dispatch under r.mu.
+// cursor, unless its lease is not known safe (parked), a worker of an
+// earlier fence still runs for it, or its host has as many workers as it
+// may (admit.go). Called by dispatch under r.mu.
 func (r *Runner) start(ctx context.Context, t *target, results chan<- result, workers *sync.WaitGroup) tstate {
 	p := t.p
 	if _, safe := r.keeper.Deadline(p.lease, 0); !safe {
@@ -419,8 +425,12 @@ func (r *Runner) start(ctx context.Context, t *target, results chan<- result, wo
 	if r.inflight[key] {
 		return stWaitOld
 	}
+	host, class, ok := r.admit.admit(t, key)
+	if !ok {
+		return stHostWait
+	}
 	r.inflight[key] = true
-	w := worker{r: r, t: t, projectID: p.id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
+	w := worker{r: r, t: t, host: host, class: class, projectID: p.id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
 		failures: t.failures, upTo: t.retryUpTo, head: p.head, results: results}
 	workers.Go(w.run)
 	return stRunning
@@ -508,6 +518,7 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inflight, targetKey{res.projectID, res.target})
+	r.admit.release(res.host, res.class)
 	p := r.projects[res.projectID]
 	var cur *target
 	if p != nil {

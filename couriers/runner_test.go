@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -786,4 +787,41 @@ func TestSlowLoadDoesNotStallDispatch(t *testing.T) {
 			t.Fatalf("%d deliveries, want 5: %v", got, slow.snapshot())
 		}
 	})
+}
+
+// A fan-out to 2,000 targets (each on its own host) starts at most
+// 4 × Concurrency (at least 64) workers at once, not one goroutine per
+// target waiting for a slot; every target is still delivered to.
+func TestFanOutStartsBoundedWorkers(t *testing.T) {
+	st := teststore.SQLite(t)
+	s := newProject(t, st)
+	const n = 2000
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("t%04d", i)
+	}
+	rec := newRecorder(st, ids...)
+	release := make(chan struct{})
+	var inFlight atomic.Int64
+	rec.hook = func(ctx context.Context, _ string, _ couriers.Target) error {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	base := runtime.NumGoroutine()
+	r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: 5 * time.Second, Concurrency: 4, Backoff: fast})
+	start(t, r)
+	appendN(t, st, s, 1)
+	waitFor(t, "4 deliveries in flight", func() bool { return inFlight.Load() == 4 })
+	time.Sleep(200 * time.Millisecond) // the scheduler has started all it will
+	if grown := runtime.NumGoroutine() - base; grown > 64+40 {
+		t.Fatalf("%d goroutines more than before the runner, want ≤ 64 workers + 40", grown)
+	}
+	close(release)
+	waitFor(t, "every target delivered", func() bool { return len(rec.snapshot()) == n })
 }

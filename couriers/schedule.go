@@ -22,6 +22,9 @@ import (
 //     after a failure);
 //   - parked: due while its project's lease was not known safe; queued
 //     again at the keeper's next report;
+//   - waiting for its host: due, but as many workers as its host may
+//     have are alive (admit.go); started when one of them ends, before
+//     the ready queue;
 //   - waiting for an old worker: a worker started under an earlier fence
 //     of the project still runs for it; queued again when that one's
 //     result arrives.
@@ -34,14 +37,15 @@ import (
 type tstate uint8
 
 const (
-	stNew     tstate = iota // in no set: about to be queued
-	stIdle                  // in its project's idle list
-	stReady                 // in the ready queue
-	stQueued                // in the due-heap
-	stRunning               // a worker runs for it
-	stParked                // in its project's parked list
-	stWaitOld               // an earlier fence's worker still runs for it
-	stGone                  // removed: ignored wherever it is still named
+	stNew      tstate = iota // in no set: about to be queued
+	stIdle                   // in its project's idle list
+	stReady                  // in the ready queue
+	stQueued                 // in the due-heap
+	stRunning                // a worker runs for it
+	stParked                 // in its project's parked list
+	stHostWait               // in its host's wait list (admit.go)
+	stWaitOld                // an earlier fence's worker still runs for it
+	stGone                   // removed: ignored wherever it is still named
 )
 
 // project is the state of a project whose lease the Runner holds.
@@ -115,6 +119,7 @@ func (h *dueHeap) Pop() any {
 // scheduler holds the ready queue and the due-heap. It is used by one
 // goroutine (the Runner's loop, under Runner.mu).
 type scheduler struct {
+	first     []*target // released from a host's wait: taken before ready
 	ready     []*target // FIFO from readyHead; removed targets stay as stGone
 	readyHead int
 	due       dueHeap
@@ -130,7 +135,7 @@ func (s *scheduler) enqueue(t *target, at, now time.Time) {
 		at = t.notBefore
 	}
 	switch t.state {
-	case stReady, stRunning, stWaitOld, stGone:
+	case stReady, stRunning, stWaitOld, stHostWait, stGone:
 		return
 	case stQueued:
 		if !at.After(now) {
@@ -174,7 +179,7 @@ func (s *scheduler) remove(t *target) {
 	case stIdle:
 		s.unidle(t)
 	}
-	t.state = stGone // in the ready queue or parked list: skipped there
+	t.state = stGone // in a ready queue, a parked or a host's wait list: skipped there
 	if t.p.targets[t.t.ID] == t {
 		delete(t.p.targets, t.t.ID)
 	}
@@ -207,30 +212,59 @@ func (s *scheduler) unpark(p *project, now time.Time) {
 	p.parked = nil
 }
 
-// dispatch takes every target due by now — first those of the due-heap
-// whose time came, then the ready queue in order: one caught up with its
-// head goes idle; start is called for the others and says what became of
-// each (stRunning, stParked or stWaitOld). It returns when the next
-// target of the due-heap is due (zero when none is).
-func (s *scheduler) dispatch(now time.Time, start func(t *target) tstate) time.Time {
+// dispatch takes the targets due by now — those of the due-heap whose
+// time came join the ready queue — while room says a worker may start:
+// first those released from a host's wait (release), then the ready
+// queue in order. One caught up with its head goes idle; start is called
+// for the others and says what became of each (stRunning, stParked,
+// stWaitOld or stHostWait). It returns when the next target of the
+// due-heap is due (zero when none is); targets left ready for want of
+// room are taken by a later dispatch.
+func (s *scheduler) dispatch(now time.Time, room func() bool, start func(t *target) tstate) time.Time {
 	for len(s.due) > 0 && !s.due[0].due.After(now) {
 		t := heap.Pop(&s.due).(*target)
-		t.state = stNew
-		s.take(t, start)
+		t.state = stReady
+		s.ready = append(s.ready, t)
 	}
-	for s.readyHead < len(s.ready) {
-		t := s.ready[s.readyHead]
-		s.ready[s.readyHead] = nil
-		s.readyHead++
+	for room() {
+		var t *target
+		switch {
+		case len(s.first) > 0:
+			t, s.first[0] = s.first[0], nil
+			s.first = s.first[1:]
+		case s.readyHead < len(s.ready):
+			t, s.ready[s.readyHead] = s.ready[s.readyHead], nil
+			s.readyHead++
+		}
+		if t == nil {
+			break
+		}
 		if t.state == stReady {
 			s.take(t, start)
 		}
 	}
-	s.ready, s.readyHead = s.ready[:0], 0
+	switch {
+	case s.readyHead == len(s.ready):
+		s.ready, s.readyHead = s.ready[:0], 0
+	case s.readyHead > len(s.ready)/2:
+		n := copy(s.ready, s.ready[s.readyHead:])
+		clear(s.ready[n:])
+		s.ready, s.readyHead = s.ready[:n], 0
+	}
 	if len(s.due) > 0 {
 		return s.due[0].due
 	}
 	return time.Time{}
+}
+
+// release queues t, which waited for its host, to be taken first by the
+// next dispatch.
+func (s *scheduler) release(t *target) {
+	if t.state != stHostWait {
+		return
+	}
+	t.state = stReady
+	s.first = append(s.first, t)
 }
 
 // take starts t or, when it is caught up, makes it idle.
@@ -244,7 +278,7 @@ func (s *scheduler) take(t *target, start func(t *target) tstate) {
 	switch t.state = start(t); t.state {
 	case stParked:
 		p.parked = append(p.parked, t)
-	case stRunning, stWaitOld:
+	case stRunning, stWaitOld, stHostWait:
 	default:
 		panic("couriers: start returned a state that is not a start's")
 	}

@@ -30,9 +30,11 @@ func newSchedFixture(projects, perProject int, now time.Time) *schedFixture {
 		}
 		f.projects = append(f.projects, p)
 	}
-	f.s.dispatch(now, func(*target) tstate { panic("nothing is behind") })
+	f.s.dispatch(now, always, func(*target) tstate { panic("nothing is behind") })
 	return f
 }
+
+func always() bool { return true }
 
 func TestSchedulerWakesOnlyIdleTargetsInDueOrder(t *testing.T) {
 	now := time.Unix(1000, 0)
@@ -54,7 +56,7 @@ func TestSchedulerWakesOnlyIdleTargetsInDueOrder(t *testing.T) {
 	if len(other.idle) != 4 {
 		t.Fatalf("the other project's idle targets: %d, want 4 (an advance wakes only its project's)", len(other.idle))
 	}
-	next := f.s.dispatch(now, start)
+	next := f.s.dispatch(now, always, start)
 	slices.Sort(started)
 	if want := []string{"p0/t0", "p0/t2"}; !slices.Equal(started, want) {
 		t.Fatalf("started %v, want %v", started, want)
@@ -65,7 +67,7 @@ func TestSchedulerWakesOnlyIdleTargetsInDueOrder(t *testing.T) {
 	// An advance while a target runs does not start it twice.
 	f.s.advance(p, 3, now)
 	started = nil
-	next = f.s.dispatch(now.Add(1500*time.Millisecond), start)
+	next = f.s.dispatch(now.Add(1500*time.Millisecond), always, start)
 	if want := []string{"p0/t3"}; !slices.Equal(started, want) {
 		t.Fatalf("started %v at +1.5s, want %v", started, want)
 	}
@@ -75,20 +77,20 @@ func TestSchedulerWakesOnlyIdleTargetsInDueOrder(t *testing.T) {
 	// Removed while queued: never started.
 	f.s.remove(p.targets["t1"])
 	started = nil
-	if next = f.s.dispatch(now.Add(time.Hour), start); len(started) != 0 || !next.IsZero() {
+	if next = f.s.dispatch(now.Add(time.Hour), always, start); len(started) != 0 || !next.IsZero() {
 		t.Fatalf("after removing t1: started %v, next %v; want none, zero", started, next)
 	}
 	// A parked target waits for unpark, then starts.
 	t2 := p.targets["t2"]
 	t2.state, t2.cursor = stNew, 2
 	f.s.enqueue(t2, now, now)
-	f.s.dispatch(now, func(*target) tstate { return stParked })
+	f.s.dispatch(now, always, func(*target) tstate { return stParked })
 	if t2.state != stParked || len(p.parked) != 1 {
 		t.Fatalf("t2 state %d, parked %d; want parked", t2.state, len(p.parked))
 	}
 	f.s.unpark(p, now)
 	started = nil
-	f.s.dispatch(now, start)
+	f.s.dispatch(now, always, start)
 	if want := []string{"p0/t2"}; !slices.Equal(started, want) {
 		t.Fatalf("started %v after unpark, want %v", started, want)
 	}
@@ -123,13 +125,13 @@ func BenchmarkAdvance(b *testing.B) {
 			for i := range b.N {
 				p := f.projects[1+i%(len(f.projects)-1)] // never a backing-off one
 				f.s.advance(p, p.head+1, now)
-				f.s.dispatch(now, start)
+				f.s.dispatch(now, always, start)
 				for _, t := range running { // each result: delivered up to the head
 					t.state, t.cursor = stNew, p.head
 					f.s.enqueue(t, now, now)
 				}
 				running = running[:0]
-				f.s.dispatch(now, start)
+				f.s.dispatch(now, always, start)
 			}
 			b.StopTimer()
 			if got := len(f.s.due); got != n/10 {

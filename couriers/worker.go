@@ -15,6 +15,8 @@ import (
 type worker struct {
 	r         *Runner
 	t         *target // identity only: the scheduler owns its fields
+	host      string  // its admission (admit.go)
+	class     int
 	projectID string
 	lease     store.Lease
 	ctx       context.Context // the project's: ends when its lease is lost
@@ -28,7 +30,7 @@ type worker struct {
 }
 
 func (w worker) run() {
-	res := result{t: w.t, projectID: w.projectID, target: w.target.ID}
+	res := result{t: w.t, host: w.host, class: w.class, projectID: w.projectID, target: w.target.ID}
 	res.cursor, res.failedAt, res.err = w.drain()
 	if errors.Is(res.err, errLeaseUnsafe) {
 		res.err = nil
@@ -170,6 +172,8 @@ var errLeaseUnsafe = errors.New("lease not renewed in time")
 // result is what a worker reports to the scheduler.
 type result struct {
 	t         *target // the target it ran for, as the scheduler knew it
+	host      string  // its worker's admission, released with the result
+	class     int
 	projectID string
 	target    string
 	cursor    int64
