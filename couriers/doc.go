@@ -105,7 +105,9 @@
 //     first, so a flood of large events costs at most its budget plus what
 //     the deliveries in flight hold (cache.go), however many targets lag.
 //   - Refresh (a courier's targets changed: a subscription verified, a room
-//     bound) reloads that project's targets within 50 ms; when this process
+//     bound) reloads that project's targets within 50 ms, or twice its last
+//     load's duration if that is longer (a project of 100,000 targets being
+//     verified one by one is not reloaded back to back); when this process
 //     has no lease of the project, it reads the lease at once and takes it
 //     if it is free or expired.
 //

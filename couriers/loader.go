@@ -3,6 +3,7 @@ package couriers
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
@@ -14,7 +15,11 @@ import (
 // and applies what comes back on loaded. Requests for a project already
 // waiting are merged, and one project is loaded by one goroutine at a
 // time (a request during its load waits for it), so loads of a project
-// are applied in the order they were read.
+// are applied in the order they were read. A project's next load starts
+// no sooner than twice its last load's duration after it ended, so a
+// project of 100,000 targets whose subscriptions are being verified one
+// by one (each a Refresh) is reloaded at most a third of the time, not
+// back to back.
 type loader struct {
 	r *Runner
 
@@ -22,6 +27,7 @@ type loader struct {
 	pending map[*project]bool
 	order   []*project // FIFO of pending
 	loading map[*project]bool
+	timer   *time.Timer // kicks when the soonest project.loadAfter comes
 	kick    chan struct{}
 
 	loaded chan loadResult
@@ -37,8 +43,18 @@ type loadResult struct {
 }
 
 func newLoader(r *Runner) *loader {
-	return &loader{r: r, pending: map[*project]bool{}, loading: map[*project]bool{}, kick: make(chan struct{}, 1),
-		loaded: make(chan loadResult)}
+	l := &loader{r: r, pending: map[*project]bool{}, loading: map[*project]bool{},
+		kick: make(chan struct{}, 1), loaded: make(chan loadResult)}
+	l.timer = time.AfterFunc(time.Hour, l.wake)
+	l.timer.Stop()
+	return l
+}
+
+func (l *loader) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // request asks for p to be loaded; it never blocks.
@@ -58,13 +74,21 @@ func (l *loader) request(p *project) {
 // loadParallel is how many projects are loaded at once.
 const loadParallel = 4
 
-// next takes the oldest pending request of a project not being loaded,
-// and wakes another goroutine if more wait.
+// next takes the oldest pending request of a project not being loaded
+// nor paced, and wakes another goroutine if more wait.
 func (l *loader) next() *project {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
+	var soonest time.Time
 	for i, p := range l.order {
 		if l.loading[p] {
+			continue
+		}
+		if at := p.loadAfter; at.After(now) {
+			if soonest.IsZero() || at.Before(soonest) {
+				soonest = at
+			}
 			continue
 		}
 		l.order = append(l.order[:i:i], l.order[i+1:]...)
@@ -78,13 +102,18 @@ func (l *loader) next() *project {
 		}
 		return p
 	}
+	if !soonest.IsZero() {
+		l.timer.Reset(soonest.Sub(now))
+	}
 	return nil
 }
 
-// done ends p's load; a request made meanwhile is taken next.
-func (l *loader) done(p *project) {
+// done ends p's load, which took took; a request made meanwhile is taken
+// once 2 × took has passed.
+func (l *loader) done(p *project, took time.Duration) {
 	l.mu.Lock()
 	delete(l.loading, p)
+	p.loadAfter = time.Now().Add(2 * took)
 	again := l.pending[p]
 	l.mu.Unlock()
 	if again {
@@ -121,11 +150,14 @@ func (l *loader) loop(ctx context.Context) {
 
 // loadOne loads p and hands the result to the loop; false when ctx ended.
 func (l *loader) loadOne(ctx context.Context, p *project) bool {
-	defer l.done(p)
+	start := time.Now()
+	took := time.Duration(0)
+	defer func() { l.done(p, took) }()
 	if p.ctx.Err() != nil {
 		return true // its lease is gone
 	}
 	res := l.load(p)
+	took = time.Since(start)
 	if res.err != nil && p.ctx.Err() != nil {
 		return true
 	}

@@ -497,8 +497,12 @@ func (r *Runner) applyLoad(l loadResult) {
 			p.targets[tt.ID] = cur
 			cur.t = tt
 			r.sched.enqueue(cur, now, now)
+		} else if cur.t != tt { // its host changed
+			id := cur.t.ID
+			cur.t = tt
+			cur.t.ID = id // the map key's copy: one copy of the id per target
 		}
-		cur.t, cur.gen = tt, p.gen
+		cur.gen = p.gen
 	}
 	for _, t := range p.targets {
 		if t.gen != p.gen {

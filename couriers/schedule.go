@@ -60,6 +60,8 @@ type project struct {
 	parked  []*target // due while the lease was not known safe
 	loaded  bool      // targets read at least once
 	gen     uint64    // the last load's generation (load marks the targets it lists)
+
+	loadAfter time.Time // the loader's: not loaded again before (under loader.mu)
 }
 
 func newProject(ctx context.Context, l store.Lease) *project {
