@@ -631,9 +631,10 @@ func websubOnce(ctx context.Context, c websubConfig, n, round int) (websubResult
 		"--websub-allow-hosts", "127.0.0.1", "--websub-lease-min", "1s",
 		"--websub-retry-initial", "100ms", "--websub-retry-max", "1s", "--pprof-addr", pprofAddr,
 		// The caps (issue 27) are not what this measures: every N
-		// subscribes to one topic on at most 50 hosts.
+		// subscribes to one topic on at most 50 hosts, and with every
+		// cap off the hub counts nothing per subscribe.
 		"--websub-max-subscriptions-per-topic", "0", "--websub-max-subscriptions-per-host", "0",
-		"--websub-max-subscriptions-per-project", "0",
+		"--websub-max-subscriptions-per-project", "0", "--websub-max-pending-per-host", "0",
 		"--websub-concurrency", strconv.Itoa(c.Concurrency), "--websub-host-limit", strconv.Itoa(c.HostLimit)}}, "")
 	if err != nil {
 		return res, err
