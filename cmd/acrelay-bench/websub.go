@@ -691,7 +691,15 @@ func websubOnce(ctx context.Context, c websubConfig, n, round int) (websubResult
 	ev := &benchConn{}
 	defer ev.close()
 	post := func(req []byte) (time.Time, error) {
+		reused := ev.c != nil
 		status, err := ev.post(target.Host, req)
+		if err != nil && reused {
+			// The relay closed the idle connection while the
+			// subscriptions were verified (minutes at N = 10,000): the
+			// request did not go out; send it on a new one.
+			ev.close()
+			status, err = ev.post(target.Host, req)
+		}
 		at := time.Now()
 		if err != nil {
 			ev.close()
