@@ -115,3 +115,10 @@ func (s *hostSlot) release() {
 		h.slow[s.key] = true
 	}
 }
+
+// isSlow reports whether key's last delivery was slow.
+func (h *hostSlots) isSlow(key targetKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slow[key]
+}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,49 +159,38 @@ type Options struct {
 // Runner runs one courier over every project whose lease it holds
 // (package doc). Run it once; Refresh and Status may be called from any
 // goroutine.
+//
+// Its parts, each on its own goroutine: the keeper (package lease) holds
+// the leases; the loader (loader.go) reads heads, targets and their
+// durable state; the scheduling loop (Run, schedule.go) keeps the
+// due-heap and starts a worker per due target; workers (worker.go)
+// deliver; the committer (commit.go) writes their cursors, fenced and
+// group-committed. Batches and bodies live in the shared Cache.
 type Runner struct {
 	st      Store
 	courier Courier
 	opt     Options
 	log     *slog.Logger
 
-	refresh  chan string     // project ids whose targets changed
-	advances chan advanceReq // cursor writes for the committer
-	sem      chan struct{}
+	refresh chan string // project ids whose targets changed
+	sem     chan struct{}
 
 	hosts *hostSlots // per-host limits (couriers/hostslots.go)
 
 	// keeper holds the leases and their safe times: no delivery runs
 	// past the safe time of the lease it started under.
 	keeper *lease.Keeper
+	loader *loader
+	commit *committer
+	admit  *admission // workers alive, per host (admit.go); under mu
 
 	cache *Cache // batches shared by targets at the same cursor (couriers/cache.go)
 
-	mu       sync.Mutex // guards projects, inflight and lastErr (the scheduler writes, Status reads)
+	mu       sync.Mutex // guards what follows (the loop writes, Status reads)
 	projects map[string]*project
+	sched    scheduler
 	inflight map[targetKey]bool // a worker runs for it (under any fence)
 	lastErr  string
-}
-
-// project is the state of a project whose lease the Runner holds.
-type project struct {
-	lease   store.Lease
-	head    int64
-	ctx     context.Context // ends when the lease is lost
-	cancel  context.CancelFunc
-	targets map[string]*target
-	loaded  bool
-}
-
-type target struct {
-	t            Target
-	cursor       int64
-	failures     int
-	failingSince time.Time
-	notBefore    time.Time // local clock
-	lastErr      string
-	reported     bool  // FailingReporter told for this run of failures
-	retryUpTo    int64 // the failed batch's last received_seq: a retry resends exactly that batch
 }
 
 // NewRunner returns a Runner; it starts nothing until Run.
@@ -248,7 +238,9 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	r := &Runner{st: st, courier: c, opt: opt, cache: opt.Cache, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
 		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
-		advances: make(chan advanceReq, 2*opt.Concurrency)}
+		commit: newCommitter(st, 2*opt.Concurrency)}
+	r.loader = newLoader(r)
+	r.admit = newAdmission(opt.HostLimit, r.hosts, opt.Concurrency)
 	r.keeper = lease.New(st, lease.Options{Name: c.Name(), Holder: id, TTL: opt.LeaseTTL,
 		Wanted: c.Projects, ListEvery: opt.Refresh, Logger: opt.Logger.With("courier", c.Name()),
 		// An advance or Refresh named a project the last listing did not
@@ -305,19 +297,18 @@ func (r *Runner) Status() Status {
 // targetKey names one target of one project.
 type targetKey struct{ project, target string }
 
-// result is what a delivery worker reports to the scheduler.
-type result struct {
-	projectID string
-	fence     int64
-	target    string
-	cursor    int64
-	failedAt  int64              // last received_seq of the batch that failed
-	state     *store.TargetState // after a recorded failure
-	err       error
-}
+// refreshDebounce is how long Refresh calls are gathered before the
+// projects they name are reloaded.
+const refreshDebounce = 50 * time.Millisecond
 
 // Run delivers until ctx ends, then stops its deliveries and releases its
 // leases. It returns nil after ctx ends.
+//
+// Run's goroutine is the scheduling loop: it applies the keeper's lease
+// reports, the store's advances, the loader's loads and the workers'
+// results to the due-heap (schedule.go), and starts the workers of the
+// targets that are due. It makes no store call of its own, so a slow
+// store read delays a load, never the dispatch of other targets.
 func (r *Runner) Run(ctx context.Context) error {
 	sub := r.st.SubscribeAdvances()
 	defer sub.Close()
@@ -329,23 +320,26 @@ func (r *Runner) Run(ctx context.Context) error {
 	keeper.Go(func() { _ = r.keeper.Run(kctx) })
 	updates := r.keeper.Updates()
 	results := make(chan result, 64)
-	var workers sync.WaitGroup
+	var workers, loader sync.WaitGroup
+	loader.Go(func() { r.loader.run(ctx) })
 	stopCommit := make(chan struct{})
 	var committer sync.WaitGroup
-	committer.Go(func() { r.commitCursors(stopCommit) })
+	committer.Go(func() { r.commit.run(stopCommit) })
 	defer func() {
 		r.mu.Lock()
 		for _, p := range r.projects {
-			p.cancel()
+			r.sched.dropProject(p)
 		}
 		r.projects = map[string]*project{}
 		r.mu.Unlock()
+		loader.Wait()
 		workers.Wait() // they may wait on the committer, which runs until now
 		close(stopCommit)
 		committer.Wait()
 		stopKeeper()
 		keeper.Wait() // it releases the leases
 	}()
+	start := func(t *target) tstate { return r.start(ctx, t, results, &workers) }
 
 	refresh := time.NewTicker(r.opt.Refresh)
 	defer refresh.Stop()
@@ -362,11 +356,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		case u := <-updates:
 			r.applyLeases(ctx, u)
 		case <-sub.Ready():
+			now := time.Now()
 			for _, a := range sub.Take() {
 				r.mu.Lock()
 				p := r.projects[a.ProjectID]
-				if p != nil && a.ReceivedSeq > p.head {
-					p.head = a.ReceivedSeq
+				if p != nil {
+					r.sched.advance(p, a.ReceivedSeq, now)
 				}
 				r.mu.Unlock()
 				if p == nil {
@@ -389,176 +384,171 @@ func (r *Runner) Run(ctx context.Context) error {
 				if p == nil {
 					r.keeper.Want(id, true)
 				} else {
-					r.load(ctx, id, p)
+					r.loader.request(p)
 				}
 			}
 			dirty = nil
 		case <-refresh.C:
 			r.mu.Lock()
-			ids := make([]string, 0, len(r.projects))
-			for id := range r.projects {
-				ids = append(ids, id)
+			for _, p := range r.projects {
+				r.loader.request(p)
 			}
 			r.mu.Unlock()
-			for _, id := range ids {
-				r.mu.Lock()
-				p := r.projects[id]
-				r.mu.Unlock()
-				if p != nil {
-					r.load(ctx, id, p)
-				}
-			}
+		case l := <-r.loader.loaded:
+			r.applyLoad(l)
 		case res := <-results:
 			r.applyResult(ctx, res)
 		case <-wake.C:
 		}
-		next := r.schedule(ctx, results, &workers)
+		r.mu.Lock()
+		next := r.sched.dispatch(time.Now(), r.admit.room, start)
+		for r.admit.refill(r.sched.release) {
+			next = r.sched.dispatch(time.Now(), r.admit.room, start)
+		}
+		r.mu.Unlock()
 		if !next.IsZero() {
 			wake.Reset(max(time.Until(next), time.Millisecond))
 		}
 	}
 }
 
-// applyLeases starts the projects whose lease was won and stops those
-// whose lease was lost (or taken again under a new fence).
+// start starts a worker for t, which is due and has records after its
+// cursor, unless its lease is not known safe (parked), a worker of an
+// earlier fence still runs for it, or its host has as many workers as it
+// may (admit.go). Called by dispatch under r.mu.
+func (r *Runner) start(ctx context.Context, t *target, results chan<- result, workers *sync.WaitGroup) tstate {
+	p := t.p
+	if _, safe := r.keeper.Deadline(p.lease, 0); !safe {
+		return stParked // the keeper's next report queues it again
+	}
+	key := targetKey{p.id, t.t.ID}
+	if r.inflight[key] {
+		return stWaitOld
+	}
+	host, class, ok := r.admit.admit(t, key)
+	if !ok {
+		return stHostWait
+	}
+	r.inflight[key] = true
+	w := worker{r: r, t: t, host: host, class: class, projectID: p.id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
+		failures: t.failures, upTo: t.retryUpTo, head: p.head, results: results}
+	workers.Go(w.run)
+	return stRunning
+}
+
+// applyLeases starts the projects whose lease was won, stops those whose
+// lease was lost (or taken again under a new fence), and queues again
+// the targets parked while a lease was not known safe.
 func (r *Runner) applyLeases(ctx context.Context, leases lease.Set) {
 	held := make(map[string]store.Lease, len(leases))
 	for _, l := range leases {
 		held[l.ProjectID] = l.Lease
 	}
+	now := time.Now()
 	r.mu.Lock()
-	var won []string
+	var won []*project
 	for id, p := range r.projects {
 		if l, ok := held[id]; !ok || l.Fence != p.lease.Fence {
 			r.log.Info("lease lost", "project_id", id)
-			p.cancel()
+			r.sched.dropProject(p)
 			delete(r.projects, id)
+		} else {
+			r.sched.unpark(p, now)
 		}
 	}
 	for id, l := range held {
 		if _, ok := r.projects[id]; !ok {
-			pctx, cancel := context.WithCancel(ctx)
-			r.projects[id] = &project{lease: l, ctx: pctx, cancel: cancel, targets: map[string]*target{}}
-			won = append(won, id)
+			p := newProject(ctx, l)
+			r.projects[id] = p
+			won = append(won, p)
 		}
 	}
 	r.mu.Unlock()
-	sort.Strings(won)
-	for _, id := range won {
-		r.log.Debug("lease won", "project_id", id)
-		r.mu.Lock()
-		p := r.projects[id]
-		r.mu.Unlock()
-		r.load(ctx, id, p)
+	slices.SortFunc(won, func(a, b *project) int { return strings.Compare(a.id, b.id) })
+	for _, p := range won {
+		r.log.Debug("lease won", "project_id", p.id)
+		r.loader.request(p)
 	}
 }
 
-// load reads a project's head, targets and their durable state.
-func (r *Runner) load(ctx context.Context, id string, p *project) {
-	head, _, err := r.st.Head(ctx, id)
-	if err != nil {
-		r.log.Warn("read head", "project_id", id, "err", err)
-		return
-	}
-	ts, err := r.courier.Targets(ctx, id)
-	if err != nil {
-		r.log.Warn("list targets", "project_id", id, "err", err)
-		return
-	}
-	states, err := r.st.TargetStates(ctx, r.courier.Name(), id)
-	if err != nil {
-		r.log.Warn("read target states", "project_id", id, "err", err)
-		return
-	}
-	byID := make(map[string]store.TargetState, len(states))
-	for _, s := range states {
-		byID[s.Target] = s
+// applyLoad applies a project's load: its head, new targets (queued with
+// their durable cursor and backoff), targets gone (forgotten). Targets
+// already known keep their state; their Target is updated.
+func (r *Runner) applyLoad(l loadResult) {
+	if l.err != nil {
+		return // logged by the loader; the next refresh tries again
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p.head = max(p.head, head)
-	keep := make(map[string]bool, len(ts))
-	for _, t := range ts {
-		keep[t.ID] = true
-		cur := p.targets[t.ID]
+	p := l.p
+	if r.projects[p.id] != p {
+		return // its lease was lost meanwhile
+	}
+	p.gen++
+	for _, tt := range l.targets {
+		cur := p.targets[tt.ID]
 		if cur == nil {
-			s := byID[t.ID]
-			cur = &target{cursor: s.ReceivedSeq, failures: s.Failures, failingSince: s.FailingSince, lastErr: s.LastError}
+			s := l.states[tt.ID]
+			cur = &target{p: p, cursor: s.ReceivedSeq, failures: s.Failures, failingSince: s.FailingSince, lastErr: s.LastError, idx: -1}
 			if s.RetryIn > 0 {
 				cur.notBefore = now.Add(s.RetryIn)
 			}
-			p.targets[t.ID] = cur
+			p.targets[tt.ID] = cur
+			cur.t = tt
+			r.sched.enqueue(cur, now, now)
+		} else if cur.t != tt { // its host changed
+			id := cur.t.ID
+			cur.t = tt
+			cur.t.ID = id // the map key's copy: one copy of the id per target
 		}
-		cur.t = t
+		cur.gen = p.gen
 	}
-	for tid := range p.targets {
-		if !keep[tid] {
-			delete(p.targets, tid)
+	for _, t := range p.targets {
+		if t.gen != p.gen {
+			r.sched.remove(t)
 		}
 	}
 	p.loaded = true
+	r.sched.advance(p, l.head, now)
 }
 
-// schedule starts a worker for every due target with records after its
-// cursor, and returns when the next backing-off target is due (zero when
-// none is).
-func (r *Runner) schedule(ctx context.Context, results chan<- result, workers *sync.WaitGroup) time.Time {
-	now := time.Now()
-	var next time.Time
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, p := range r.projects {
-		if !p.loaded {
-			continue
-		}
-		if _, safe := r.keeper.Deadline(p.lease, 0); !safe {
-			continue // not (or no longer) known to be safe: the keeper's next report reschedules
-		}
-		for _, t := range p.targets {
-			if t.cursor >= p.head {
-				continue
-			}
-			key := targetKey{id, t.t.ID}
-			if r.inflight[key] {
-				continue
-			}
-			if now.Before(t.notBefore) {
-				if next.IsZero() || t.notBefore.Before(next) {
-					next = t.notBefore
-				}
-				continue
-			}
-			r.inflight[key] = true
-			w := worker{r: r, projectID: id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
-				failures: t.failures, upTo: t.retryUpTo, head: p.head, results: results}
-			workers.Go(w.run)
-		}
-	}
-	return next
-}
-
+// applyResult applies a worker's result to its target: queued again now
+// after a delivery (it goes idle if caught up), at the end of its backoff
+// after a failure; forgotten when gone; its project dropped when the
+// lease was lost.
 func (r *Runner) applyResult(ctx context.Context, res result) {
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inflight, targetKey{res.projectID, res.target})
+	r.admit.release(res.host, res.class)
 	p := r.projects[res.projectID]
-	if p == nil || p.lease.Fence != res.fence {
-		return // the lease it ran under is gone
+	var cur *target
+	if p != nil {
+		cur = p.targets[res.target]
 	}
-	t := p.targets[res.target]
-	if t == nil {
+	if cur != res.t {
+		// It ran under a lease (or a load) that is gone; the target as
+		// known now may have waited for it to end.
+		if cur != nil && cur.state == stWaitOld {
+			cur.state = stNew
+			r.sched.enqueue(cur, now, now)
+		}
 		return
 	}
+	t := res.t
+	t.state = stNew
 	t.cursor = max(t.cursor, res.cursor)
 	switch {
 	case res.err == nil:
 		t.failures, t.failingSince, t.notBefore, t.lastErr, t.reported, t.retryUpTo = 0, time.Time{}, time.Time{}, "", false, 0
+		r.sched.enqueue(t, now, now)
 	case errors.Is(res.err, ErrTargetGone):
-		delete(p.targets, res.target)
+		r.sched.remove(t)
 	case errors.Is(res.err, store.ErrLeaseLost):
 		r.log.Info("lease lost during delivery", "project_id", res.projectID)
-		p.cancel()
+		r.sched.dropProject(p)
 		delete(r.projects, res.projectID)
 	default:
 		r.lastErr = res.err.Error()
@@ -570,11 +560,12 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 				t.reported = false
 			}
 			t.failures, t.failingSince, t.lastErr = res.state.Failures, res.state.FailingSince, res.state.LastError
-			t.notBefore = time.Now().Add(res.state.RetryIn)
+			t.notBefore = now.Add(res.state.RetryIn)
 		} else { // the failure could not be recorded: back off locally
 			t.failures++
-			t.notBefore = time.Now().Add(r.opt.Backoff.Wait(t.failures))
+			t.notBefore = now.Add(r.opt.Backoff.Wait(t.failures))
 		}
+		r.sched.enqueue(t, t.notBefore, now)
 		if fr, ok := r.courier.(FailingReporter); ok && r.opt.Backoff.GiveUp > 0 && !t.reported &&
 			!t.failingSince.IsZero() && time.Since(t.failingSince) >= r.opt.Backoff.GiveUp {
 			t.reported = true
@@ -582,223 +573,3 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 		}
 	}
 }
-
-// worker drains one target: records after its cursor, batch by batch,
-// each delivery under the global and per-host limits, each cursor advance
-// fenced by the lease.
-type worker struct {
-	r         *Runner
-	projectID string
-	lease     store.Lease
-	ctx       context.Context // the project's: ends when its lease is lost
-	runCtx    context.Context // Run's
-	target    Target
-	cursor    int64
-	failures  int
-	upTo      int64 // > 0: the first batch ends there (a retry of a failed batch)
-	head      int64 // the project's head as known when the worker started
-	results   chan<- result
-}
-
-func (w worker) run() {
-	res := result{projectID: w.projectID, fence: w.lease.Fence, target: w.target.ID}
-	res.cursor, res.failedAt, res.err = w.drain()
-	if errors.Is(res.err, errLeaseUnsafe) {
-		res.err = nil
-	}
-	if res.err != nil && !errors.Is(res.err, ErrTargetGone) && !errors.Is(res.err, store.ErrLeaseLost) && w.ctx.Err() == nil {
-		wait := w.r.opt.Backoff.Wait(w.failures + 1)
-		var ra *RetryAfterError
-		if errors.As(res.err, &ra) {
-			wait = ra.After
-		}
-		st, err := w.r.st.RecordFailure(w.ctx, w.lease, w.target.ID, wait, res.err.Error())
-		switch {
-		case err == nil:
-			res.state = &st
-		case errors.Is(err, store.ErrLeaseLost):
-			res.err = err
-		}
-		w.r.log.Warn("delivery failed", "project_id", w.projectID, "target", w.target.ID, "failures", st.Failures, "retry_in", wait, "err", res.err)
-	}
-	select { // always reported, so the scheduler knows the target is free
-	case w.results <- res:
-	case <-w.runCtx.Done(): // Run is ending; nobody schedules any more
-	}
-}
-
-// drain returns the cursor reached and, on a failed delivery, the last
-// received_seq of the batch that failed.
-func (w worker) drain() (cursor, failedAt int64, err error) {
-	r := w.r
-	cursor = w.cursor
-	upTo := w.upTo
-	for {
-		if _, safe := r.keeper.Deadline(w.lease, 0); w.ctx.Err() != nil || !safe {
-			return cursor, 0, nil
-		}
-		if cursor >= w.head {
-			// Caught up with the head known at spawn; records appended
-			// since raise the project's head, and the scheduler starts
-			// the target again — no read to learn that nothing is new.
-			return cursor, 0, nil
-		}
-		recs, err := recordsAfter(w.ctx, r.cache, r.st, w.projectID, cursor, r.opt.Batch, w.head)
-		if err != nil || len(recs) == 0 {
-			return cursor, 0, err
-		}
-		if upTo > 0 {
-			// A retry hands the courier exactly the batch that failed, so
-			// what it sends (and signs) is the same bytes.
-			n := 0
-			for n < len(recs) && recs[n].ReceivedSeq <= upTo {
-				n++
-			}
-			if n > 0 {
-				recs = recs[:n]
-			}
-			upTo = 0
-		}
-		if n := cutBytes(recs, r.opt.BatchBytes); n < len(recs) {
-			// A copy: the rest of a cached batch is not pinned by this
-			// delivery once the cache evicts it.
-			recs = append([]store.Record(nil), recs[:n]...)
-		}
-		if err := w.deliver(recs); err != nil {
-			if errors.Is(err, ErrTargetGone) {
-				if ferr := r.st.ForgetTarget(context.WithoutCancel(w.ctx), r.courier.Name(), w.projectID, w.target.ID); ferr != nil {
-					r.log.Warn("forget target", "project_id", w.projectID, "target", w.target.ID, "err", ferr)
-				}
-			}
-			return cursor, recs[len(recs)-1].ReceivedSeq, err
-		}
-		// What was delivered is recorded even when the project stopped
-		// during the delivery; the fence refuses it if the lease is gone.
-		next := recs[len(recs)-1].ReceivedSeq
-		done := make(chan error, 1)
-		r.advances <- advanceReq{lease: w.lease, target: w.target.ID, seq: next, done: done}
-		if err := <-done; err != nil {
-			return cursor, 0, err
-		}
-		cursor = next
-	}
-}
-
-// cutBytes returns how many of recs make a batch of at most about limit
-// bytes (RecordsBytes): up to and including the record that brings the
-// total to limit or more, and at least one. It depends only on recs, so
-// a retry from the same cursor gets the same batch.
-func cutBytes(recs []store.Record, limit int64) int {
-	var total int64
-	for i := range recs {
-		total += RecordsBytes(recs[i : i+1])
-		if total >= limit {
-			return i + 1
-		}
-	}
-	return len(recs)
-}
-
-// refreshDebounce is how long Refresh calls are gathered before the
-// projects they name are reloaded.
-const refreshDebounce = 50 * time.Millisecond
-
-// advanceReq is one cursor write a worker waits for.
-type advanceReq struct {
-	lease  store.Lease
-	target string
-	seq    int64
-	done   chan error
-}
-
-// commitCursors writes the cursors of finished deliveries: every request
-// queued while a write is in flight goes into the next one, one
-// transaction per (project, fence) — like the log's group commit, so a
-// fan-out to many targets costs a few syncs, not one per delivery. It
-// runs until stop is closed (after every worker has returned).
-func (r *Runner) commitCursors(stop <-chan struct{}) {
-	for {
-		var batch []advanceReq
-		select {
-		case <-stop:
-			return
-		case req := <-r.advances:
-			batch = append(batch, req)
-		}
-	gather:
-		for len(batch) < 1024 {
-			select {
-			case req := <-r.advances:
-				batch = append(batch, req)
-			default:
-				break gather
-			}
-		}
-		groups := map[store.Lease][]int{}
-		var order []store.Lease
-		for i, req := range batch {
-			if _, ok := groups[req.lease]; !ok {
-				order = append(order, req.lease)
-			}
-			groups[req.lease] = append(groups[req.lease], i)
-		}
-		for _, l := range order {
-			idx := groups[l]
-			adv := make([]store.CursorAdvance, len(idx))
-			for j, i := range idx {
-				adv[j] = store.CursorAdvance{Target: batch[i].target, ReceivedSeq: batch[i].seq}
-			}
-			// What was delivered is recorded even while the runner stops;
-			// the fence refuses it if the lease is gone.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := r.st.AdvanceCursors(ctx, l, adv)
-			cancel()
-			for _, i := range idx {
-				batch[i].done <- err
-			}
-		}
-	}
-}
-
-// deliver runs one Deliver call inside the concurrency limits.
-func (w worker) deliver(recs []store.Record) error {
-	r := w.r
-	// The host's slot first: a worker queued behind a slow host holds no
-	// slot of the global limit, so other hosts' targets go on.
-	slot, err := r.hosts.acquire(w.ctx, w.target.Host, targetKey{w.projectID, w.target.ID})
-	if err != nil {
-		return err
-	}
-	defer slot.release()
-	select {
-	case r.sem <- struct{}{}:
-	case <-w.ctx.Done():
-		return w.ctx.Err()
-	}
-	defer func() { <-r.sem }()
-	// No send outlives the lease it started under: the deadline is
-	// min(now + DeliveryTimeout, the lease's safe time).
-	deadline, safe := r.keeper.Deadline(w.lease, r.opt.DeliveryTimeout)
-	if !safe {
-		return errLeaseUnsafe // the lease may have lapsed: do not send
-	}
-	dctx, cancel := context.WithDeadline(w.ctx, deadline)
-	defer cancel()
-	slot.begin()
-	err = r.courier.Deliver(dctx, w.projectID, w.target, recs)
-	if r.opt.OnResult != nil {
-		outcome := "delivered"
-		switch {
-		case errors.Is(err, ErrTargetGone):
-			outcome = "gone"
-		case err != nil:
-			outcome = "failed"
-		}
-		r.opt.OnResult(r.courier.Name(), outcome)
-	}
-	return err
-}
-
-// errLeaseUnsafe ends a drain whose lease was not renewed in time; the
-// target is rescheduled, without a failure, once the lease is renewed.
-var errLeaseUnsafe = errors.New("lease not renewed in time")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -732,4 +733,95 @@ func TestFailingReportedForEachRunOfFailures(t *testing.T) {
 			t.Fatalf("%d failing reports, want 2", n)
 		}
 	})
+}
+
+// slowTargets is a recorder whose Targets blocks for one project once
+// blocked is set, until release is closed: a store read that hangs.
+type slowTargets struct {
+	*recorder
+	blocked atomic.Value // project id
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowTargets) Targets(ctx context.Context, projectID string) ([]couriers.Target, error) {
+	if id, _ := s.blocked.Load().(string); id == projectID {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.recorder.Targets(ctx, projectID)
+}
+
+// A project's load that hangs (its Targets read) delays only that load:
+// the other project's new records are delivered meanwhile. Before the
+// loader, the scheduling loop made the read itself and stopped.
+func TestSlowLoadDoesNotStallDispatch(t *testing.T) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+		st := open(t)
+		a, b := newProject(t, st), newProject(t, st)
+		slow := &slowTargets{recorder: newRecorder(st, "x"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+		r := couriers.NewRunner(st, slow, couriers.Options{Holder: "h1", LeaseTTL: 2 * time.Second, Backoff: fast})
+		start(t, r)
+		appendN(t, st, a, 1)
+		appendN(t, st, b, 1)
+		waitFor(t, "one record to each project", func() bool { return len(slow.snapshot()) == 2 })
+
+		slow.blocked.Store(a.ProjectID)
+		r.Refresh(a.ProjectID)
+		select {
+		case <-slow.entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("project a was not reloaded after Refresh")
+		}
+		more := appendN(t, st, b, 3)
+		waitFor(t, "b's new records while a's load hangs", func() bool { return slow.count("x:"+more[2]) == 1 })
+		close(slow.release)
+		if got := len(slow.snapshot()); got != 5 {
+			t.Fatalf("%d deliveries, want 5: %v", got, slow.snapshot())
+		}
+	})
+}
+
+// A fan-out to 2,000 targets (each on its own host) starts at most
+// 4 × Concurrency (at least 64) workers at once, not one goroutine per
+// target waiting for a slot; every target is still delivered to.
+func TestFanOutStartsBoundedWorkers(t *testing.T) {
+	st := teststore.SQLite(t)
+	s := newProject(t, st)
+	const n = 2000
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("t%04d", i)
+	}
+	rec := newRecorder(st, ids...)
+	release := make(chan struct{})
+	var inFlight atomic.Int64
+	rec.hook = func(ctx context.Context, _ string, _ couriers.Target) error {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	base := runtime.NumGoroutine()
+	r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: 5 * time.Second, Concurrency: 4, Backoff: fast})
+	start(t, r)
+	appendN(t, st, s, 1)
+	waitFor(t, "4 deliveries in flight", func() bool { return inFlight.Load() == 4 })
+	time.Sleep(200 * time.Millisecond) // the scheduler has started all it will
+	if grown := runtime.NumGoroutine() - base; grown > 64+40 {
+		t.Fatalf("%d goroutines more than before the runner, want ≤ 64 workers + 40", grown)
+	}
+	close(release)
+	waitFor(t, "every target delivered", func() bool { return len(rec.snapshot()) == n })
 }

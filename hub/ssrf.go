@@ -543,9 +543,15 @@ func (g *Guard) HTTPClient() *http.Client {
 		TLSHandshakeTimeout:    g.connectTimeout,
 		ResponseHeaderTimeout:  g.timeout,
 		MaxResponseHeaderBytes: 64 << 10,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    2,
-		IdleConnTimeout:        90 * time.Second,
+		// Connections are reused per callback host: a courier keeps up
+		// to its host limit (couriers.Options.HostLimit, 4 by default)
+		// deliveries in flight to one host, and net/http's default of 2
+		// idle connections per host closed half of them after each
+		// request and dialled again. 16 covers raised host limits; 1,024
+		// in all is a few MiB of buffers at most.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
 	}
 	return &http.Client{
 		Transport: &guardTransport{base: tr},

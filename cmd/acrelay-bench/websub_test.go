@@ -216,7 +216,8 @@ func TestWebSubBench(t *testing.T) {
 		t.Skip("starts a relay process and waits for its WebSub deliveries")
 	}
 	bin := benchBinary(t)
-	cmd := exec.Command(bin, "websub", "--subscriptions", "2", "--callback-servers", "2", "--events", "3", "--burst", "5", "--json", "--wait", "60s")
+	cmd := exec.Command(bin, "websub", "--subscriptions", "2", "--callback-servers", "2", "--events", "3", "--burst", "5", "--json", "--wait", "60s",
+		"--concurrency", "8", "--host-limit", "2")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -227,7 +228,7 @@ func TestWebSubBench(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if r.Subscriptions != 2 || r.CallbackServers != 2 || r.Missing != 0 || r.BadSignatures != 0 || r.Errors != 0 {
+	if r.Subscriptions != 2 || r.CallbackServers != 2 || r.Concurrency != 8 || r.HostLimit != 2 || r.Missing != 0 || r.BadSignatures != 0 || r.Errors != 0 {
 		t.Errorf("result %+v", r)
 	}
 	if r.P99Millis < r.P50Millis || r.MaxMillis < r.P99Millis || r.DeliveriesPerSecond <= 0 || r.EntriesPerSecond < r.DeliveriesPerSecond ||

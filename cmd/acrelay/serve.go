@@ -51,6 +51,8 @@ type serveConfig struct {
 	WebSubRetryInitial time.Duration
 	WebSubRetryMax     time.Duration
 	WebSubGiveUp       time.Duration
+	WebSubConcurrency  int      // deliveries in flight over every subscription
+	WebSubHostLimit    int      // deliveries in flight to one callback host
 	WebSubAllowHosts   string   // comma-separated
 	WebSubPublishHubs  []string // external hubs told of public topics' new content
 	// WebSubAllowHTTPCallbacks lets the hub take http callbacks although

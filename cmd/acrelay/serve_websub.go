@@ -34,6 +34,10 @@ func addWebSubFlags(cmd *cobra.Command, fs *pflag.FlagSet, cfg *serveConfig) {
 	bindEnv(cmd, "websub-retry-max", "ACRELAY_WEBSUB_RETRY_MAX")
 	fs.DurationVar(&cfg.WebSubGiveUp, "websub-give-up", 24*time.Hour, "a subscription failing this long is marked failing (kept, retried at --websub-retry-max, until its lease ends) (ACRELAY_WEBSUB_GIVE_UP)")
 	bindEnv(cmd, "websub-give-up", "ACRELAY_WEBSUB_GIVE_UP")
+	fs.IntVar(&cfg.WebSubConcurrency, "websub-concurrency", 32, "WebSub deliveries in flight at once, over every subscription of this process (ACRELAY_WEBSUB_CONCURRENCY)")
+	bindEnv(cmd, "websub-concurrency", "ACRELAY_WEBSUB_CONCURRENCY")
+	fs.IntVar(&cfg.WebSubHostLimit, "websub-host-limit", 4, "WebSub deliveries in flight to one callback host[:port] (ACRELAY_WEBSUB_HOST_LIMIT)")
+	bindEnv(cmd, "websub-host-limit", "ACRELAY_WEBSUB_HOST_LIMIT")
 	fs.StringSliceVar(&cfg.WebSubPublishHubs, "websub-publish-hub", nil, "external WebSub hub to ping (hub.mode=publish) when a public topic has new records; repeatable (ACRELAY_WEBSUB_PUBLISH_HUBS, comma-separated)")
 	bindEnv(cmd, "websub-publish-hub", "ACRELAY_WEBSUB_PUBLISH_HUBS") // flag > environment > file, like every flag
 	fs.StringVar(&cfg.WebSubAllowHosts, "websub-allow-hosts", envOr("ACRELAY_WEBSUB_ALLOW_HOSTS", ""), "comma-separated callback hosts exempt from the hub's SSRF address checks, for tests (e.g. 127.0.0.1); off by default (ACRELAY_WEBSUB_ALLOW_HOSTS)")
@@ -89,7 +93,10 @@ func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base co
 		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
 	})
 	base.Backoff = couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}
-	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger, Cache: base.Cache}, base)
+	hostLimit := cfg.WebSubHostLimit
+	delivery := base
+	delivery.Concurrency, delivery.HostLimit = cfg.WebSubConcurrency, func(string) int { return hostLimit }
+	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger, Cache: base.Cache}, delivery)
 	ws := &webSubServices{guard: guard, hub: websub, runner: websubRunner, revokedScan: revokedScan}
 	if len(cfg.WebSubPublishHubs) > 0 {
 		// A batch whose pings keep failing is dropped after --websub-give-up,
@@ -125,6 +132,9 @@ func (cfg serveConfig) checkWebSub() error {
 		if d.v < time.Millisecond {
 			return fmt.Errorf("%s (%s) %s: want at least 1ms", d.flag, d.env, d.v)
 		}
+	}
+	if cfg.WebSubConcurrency < 1 || cfg.WebSubHostLimit < 1 {
+		return fmt.Errorf("--websub-concurrency %d, --websub-host-limit %d: want each at least 1", cfg.WebSubConcurrency, cfg.WebSubHostLimit)
 	}
 	if cfg.WebSubRetryInitial > cfg.WebSubRetryMax {
 		return fmt.Errorf("--websub-retry-initial %s, --websub-retry-max %s: want initial ≤ max", cfg.WebSubRetryInitial, cfg.WebSubRetryMax)

@@ -28,10 +28,13 @@ func TestWebSubLeaseFlags(t *testing.T) {
 		{"zero", nil, []string{"--websub-lease-min", "0s"}, "--websub-lease-min (ACRELAY_WEBSUB_LEASE_MIN) 0s: want at least 1s"},
 		{"env max below default", []string{"ACRELAY_WEBSUB_LEASE_MAX", "1h"}, nil, "want min ≤ default ≤ max"},
 		{"env not a duration", []string{"ACRELAY_WEBSUB_LEASE_DEFAULT", "10"}, nil, "ACRELAY_WEBSUB_LEASE_DEFAULT"},
+		{"no concurrency", nil, []string{"--websub-concurrency", "0"}, "--websub-concurrency 0, --websub-host-limit 4: want each at least 1"},
+		{"env host limit", []string{"ACRELAY_WEBSUB_HOST_LIMIT", "-1"}, nil, "--websub-concurrency 32, --websub-host-limit -1: want each at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearEnv(t)
-			for _, n := range []string{"ACRELAY_WEBSUB_LEASE_MIN", "ACRELAY_WEBSUB_LEASE_DEFAULT", "ACRELAY_WEBSUB_LEASE_MAX"} {
+			for _, n := range []string{"ACRELAY_WEBSUB_LEASE_MIN", "ACRELAY_WEBSUB_LEASE_DEFAULT", "ACRELAY_WEBSUB_LEASE_MAX",
+				"ACRELAY_WEBSUB_CONCURRENCY", "ACRELAY_WEBSUB_HOST_LIMIT"} {
 				t.Setenv(n, "")
 			}
 			if tc.env != nil {

@@ -101,10 +101,16 @@ func (c *Courier) Targets(ctx context.Context, projectID string) ([]couriers.Tar
 		return nil, err
 	}
 	ts := make([]couriers.Target, 0, len(subs))
+	hosts := map[string]string{} // one string per host, shared by its targets
 	for _, s := range subs {
 		host := ""
 		if u, err := url.Parse(s.Callback); err == nil {
 			host = u.Host
+			if h, ok := hosts[host]; ok {
+				host = h
+			} else {
+				hosts[host] = host
+			}
 		}
 		ts = append(ts, couriers.Target{ID: s.ID, Host: host})
 	}
