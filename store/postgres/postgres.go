@@ -42,8 +42,10 @@ type DB struct {
 	group  groupCommitter // per-project group commit of appends
 	obs    store.Observer // Options.Observer; nil observes nothing
 
-	advances   store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
+	advances   store.AdvanceBroker  // local appends and LISTEN/NOTIFY (advances.go)
+	wakes      store.PeerWakeBroker // peer link wakes, LISTEN/NOTIFY on the same connection (advances.go)
 	listenMu   sync.Mutex
+	listenUses int                // brokers (advances, wakes) with subscriptions: the LISTEN loop runs while > 0
 	listenStop context.CancelFunc // ends the LISTEN loop; nil while none runs
 	listenDone chan struct{}
 }
@@ -85,7 +87,8 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 		return nil, mapErr("open postgres", err)
 	}
 	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
-	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
+	db.advances.OnFirst, db.advances.OnLast = db.useListener, db.releaseListener
+	db.wakes.OnFirst, db.wakes.OnLast = db.useListener, db.releaseListener
 	return db, nil
 }
 
