@@ -50,10 +50,10 @@ func (db *DB) SubscribeAdvances() *store.AdvanceSubscription {
 	return db.advances.SubscribeAdvances()
 }
 
-// useListener counts a broker (advances, wakes) that has subscriptions
-// and starts the LISTEN loop for the first. A broker calls it under its
+// startListening counts a broker (advances, wakes) that has
+// subscriptions and starts the LISTEN loop for the first. A broker calls it under its
 // lock for its first subscription.
-func (db *DB) useListener() {
+func (db *DB) startListening() {
 	db.listenMu.Lock()
 	defer db.listenMu.Unlock()
 	db.listenUses++
@@ -69,10 +69,10 @@ func (db *DB) useListener() {
 	}()
 }
 
-// releaseListener is called by a broker (under its lock) after its last
+// cancelListening is called by a broker (under its lock) after its last
 // subscription closed; the LISTEN loop ends, without being waited for (its
 // Publish takes a broker's lock), once no broker uses it.
-func (db *DB) releaseListener() {
+func (db *DB) cancelListening() {
 	db.listenMu.Lock()
 	defer db.listenMu.Unlock()
 	db.listenUses--

@@ -87,8 +87,8 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 		return nil, mapErr("open postgres", err)
 	}
 	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
-	db.advances.OnFirst, db.advances.OnLast = db.useListener, db.releaseListener
-	db.wakes.OnFirst, db.wakes.OnLast = db.useListener, db.releaseListener
+	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
+	db.wakes.OnFirst, db.wakes.OnLast = db.startListening, db.cancelListening
 	return db, nil
 }
 
