@@ -128,13 +128,26 @@
 //     the pushes that process saw, ingest.AppendForeign in one group
 //     commit, a registry read when the key is unknown). The record is
 //     stored at once; it never moves the cursor (fenced by the holder's
-//     lease) and a gap it shows is not seen by the holder, whose backfill
-//     covers it at the next IdlePollInterval. A push whose key is still
-//     unknown, or that meets an unavailable store, is left to that
-//     backfill (a delivery whose link state cannot be read is answered
-//     503, and the hub retries). Why not a queue for the
-//     holder: it would add a table, a poll or notification per link and
-//     the holder's latency to every record, for the gap detection alone.
+//     lease). A push that does not follow what that process took of the
+//     link (a gap, by the rule of "Live records and gaps"; or one whose
+//     key is still unknown after the registry read, or that met an
+//     unavailable store) wakes the holder: a store.PeerWakes hint, on
+//     PostgreSQL a NOTIFY on channel acrelay_peer_wakes heard on the
+//     LISTEN connection that already carries advances, on which the
+//     holder's Manager starts that link's backfill round at once. The gap
+//     is filled within a NOTIFY and a round trip to the remote, not at
+//     the next IdlePollInterval. A wake is never stored: one lost (the
+//     holder's LISTEN connection was down, or the lease moved meanwhile)
+//     leaves the gap to the holder's next IdlePollInterval, as before,
+//     except that a LISTEN connection that reconnects wakes every link its
+//     process runs. Behind a load balancer that spreads one link's pushes
+//     over several processes each sees the others' records as gaps, so
+//     the holder's rounds run back to back while records flow (each reads
+//     from its read position on); the pushed records never wait for them.
+//     A delivery whose link state cannot be read is answered 503, and the
+//     hub retries. Why not a queue for the holder: it would add a table
+//     and the holder's latency to every record, for the gap detection
+//     alone.
 //     A delivery to a removed link is 410 Gone.
 //   - Loops: at most a no-op. A record that came from B is delivered back
 //     to B by A's hub (A's topic holds every record A stored); B's append

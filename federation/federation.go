@@ -206,6 +206,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	keeper.Go(func() { _ = m.keeper.Run(kctx) })
 	t := time.NewTicker(m.opt.LeaseTTL / 3)
 	defer t.Stop()
+	wakes := m.st.SubscribePeerWakes()
+	defer wakes.Close()
 	var held lease.Set
 	for {
 		select {
@@ -217,8 +219,30 @@ func (m *Manager) Run(ctx context.Context) error {
 		case held = <-m.keeper.Updates():
 		case <-m.wake:
 		case <-t.C:
+		case <-wakes.Ready():
+			m.backfillWoken(wakes.Take())
+			continue
 		}
 		m.reconcile(ctx, held)
+	}
+}
+
+// backfillWoken starts a backfill round at once on each link of ws this
+// process runs (every link for the zero PeerWake): another process that
+// serves the link's callback saw a gap (store.PeerWakes).
+func (m *Manager) backfillWoken(ws []store.PeerWake) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range ws {
+		if w == (store.PeerWake{}) {
+			for _, l := range m.links {
+				l.backfillNow()
+			}
+			continue
+		}
+		if l := m.links[w.PeerID]; l != nil && l.peer.ProjectID == w.ProjectID {
+			l.backfillNow()
+		}
 	}
 }
 

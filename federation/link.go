@@ -739,7 +739,9 @@ func eventIDOf(raw []byte) string {
 // not handled) starts a backfill round at once; an unknown key asks for
 // the registry first. A repository link cannot tell a gap (its records'
 // received_seq are the project's), so each of its pushes past what was
-// handled starts a round.
+// handled starts a round. On a process that serves the link's callback
+// without running the link, "handled" is what that process took, and a
+// gap wakes the process that runs it (store.PeerWakes).
 func (l *link) onPush(_ string, rec client.Record) {
 	if l.halted.Load() {
 		return // a split view stopped the link: nothing more is mirrored
@@ -758,16 +760,15 @@ func (l *link) onPush(_ string, rec client.Record) {
 			o = l.takePage(ctx, []pageRecord{{raw: rec.Raw, receivedAt: rec.Receipt.ReceivedAt, seq: seq, checked: true}}, true)[0]
 		}
 	}
-	if l.callbackOnly {
-		return // the running link's gaps and settling are its own
-	}
-	if o == unknownKey || o == temporary {
-		select {
-		case l.kick <- struct{}{}:
-		default:
+	if !l.callbackOnly { // the running link's registry and settling are its own
+		if o == unknownKey || o == temporary {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
 		}
+		l.settle.Store(0) // the remote's hub has the subscription: gaps show from here on
 	}
-	l.settle.Store(0) // the remote's hub has the subscription: gaps show from here on
 	l.mu.Lock()
 	gap := false
 	switch {
@@ -776,9 +777,22 @@ func (l *link) onPush(_ string, rec client.Record) {
 		l.seen = seq
 	default:
 		gap = true
+		if l.callbackOnly && seq > l.seen && (o == handled || o == kept) {
+			l.seen = seq // what this process took: the gap before it is told once
+		}
 	}
 	l.mu.Unlock()
-	if gap {
+	switch {
+	case !gap:
+	case !l.callbackOnly:
 		l.backfillNow()
+	default:
+		// Another process runs the link (this one serves its callback
+		// only): a gap this process saw is filled by that process's
+		// backfill, woken now (store.PeerWakes) instead of at its next
+		// poll.
+		if err := l.m.st.WakePeer(ctx, l.peer.ProjectID, l.peer.ID); err != nil {
+			l.log.Warn("federation: wake the link's process", "err", err)
+		}
 	}
 }

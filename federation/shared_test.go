@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -204,4 +206,91 @@ func testCallbackOnAnyProcess(t *testing.T, kind string) {
 	if st := b1.fed.Status(peerID).(*federation.LinkStatus); st.Stored != 0 {
 		t.Fatalf("process 1's link stored %d records, want 0", st.Stored)
 	}
+}
+
+// TestCallbackGapWakesLinkProcess: as in TestCallbackOnAnyProcess, relay
+// B is two processes on one store and A's pushes reach process 2 only,
+// while process 1 runs the link with backfill polls a minute apart. One
+// push is lost (process 2 acknowledges and drops it); the next one shows
+// process 2 a gap, and process 2 wakes process 1 (store.PeerWakes), whose
+// backfill fetches the lost record within 2 s of that next post, not at
+// its next poll. On SQLite the two processes share one store handle (a
+// wake stays in process there); on PostgreSQL each has its own and the
+// wake is a NOTIFY.
+func TestCallbackGapWakesLinkProcess(t *testing.T) {
+	for _, kind := range engines() {
+		t.Run(kind, func(t *testing.T) { testCallbackGapWakesLinkProcess(t, kind) })
+	}
+}
+
+func testCallbackGapWakesLinkProcess(t *testing.T, kind string) {
+	slow := timing{poll: time.Minute, idlePoll: time.Minute, keys: time.Minute, subLease: time.Hour}
+	pid := storetest.NewUUID()
+	a := startRelay(t, "A", openStore(t, "sqlite", tempDB(t, "a")), "127.0.0.1:0", fast)
+	readA := a.project(pid)
+	appendA := a.appendToken(pid)
+	sa := storetest.NewSigner(t, pid).Register(t, a.st)
+
+	var st1, st2 store.Store
+	if kind == "postgres" {
+		path := pgtest.FreshDatabase(t)
+		st1, st2 = openStore(t, kind, path), openStore(t, kind, path)
+		t.Cleanup(func() { _ = st2.Close() })
+	} else {
+		st1 = openStore(t, kind, tempDB(t, "b"))
+		st2 = st1
+	}
+	t.Cleanup(func() { _ = st1.Close() })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbURL := "http://" + ln.Addr().String()
+	var b1, b2 *testRelay
+	lb := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := b1
+		if strings.HasPrefix(r.URL.Path, relay.CallbackPath) {
+			target = b2
+		}
+		u, _ := url.Parse(target.public)
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	lb.Listener.Close()
+	lb.Listener = ln
+	lb.Start()
+	t.Cleanup(lb.Close)
+
+	drop := &atomic.Bool{}
+	b1tm, b2tm := slow, slow
+	b1tm.publicURL, b2tm.publicURL, b2tm.noLinks, b2tm.dropPush = lbURL, lbURL, true, drop
+	b1 = startRelay(t, "B1", st1, "127.0.0.1:0", b1tm)
+	b2 = startRelay(t, "B2", st2, "127.0.0.1:0", b2tm)
+	b1.project(pid)
+	b1.peer(pid, a, readA, "")
+	eventually(t, 15*time.Second, "subscription active on process 1", func() (bool, string) {
+		return subscriptionActive(t, b1, pid), ""
+	})
+	has := func(id string) bool { return slices.Contains(b1.eventIDs(pid), id) }
+	first, raw := sa.Event(t, storetest.Spec{})
+	a.post(appendA, raw)
+	eventually(t, 5*time.Second, "the first push", func() (bool, string) { return has(first.ID), "" })
+	// Past process 1's settling rounds after the verification (they would
+	// fetch the lost record too).
+	time.Sleep(5500 * time.Millisecond)
+
+	drop.Store(true)
+	lost, raw := sa.Event(t, storetest.Spec{Summary: "lost"})
+	a.post(appendA, raw)
+	eventually(t, 5*time.Second, "the push dropped", func() (bool, string) { return !drop.Load(), "" })
+	if has(lost.ID) {
+		t.Fatal("the dropped push reached B")
+	}
+	next, raw := sa.Event(t, storetest.Spec{Summary: "next"})
+	start := time.Now()
+	a.post(appendA, raw)
+	eventually(t, 2*time.Second, "the lost record fetched by process 1 after the next push reached process 2", func() (bool, string) {
+		return has(lost.ID) && has(next.ID), ""
+	})
+	t.Logf("lost record on B %v after the next post", time.Since(start))
 }

@@ -13,7 +13,11 @@
 //     that are free or expired. An idle process therefore writes one
 //     transaction per lease name per renewal interval (the renewal of
 //     everything it holds), whatever the number of projects or of other
-//     processes.
+//     processes. A lease read with less than two thirds of its length
+//     left (its holder missed a renewal: it renews every third) is read
+//     again at the instant it lapses, so a dead holder's leases are taken
+//     at most the lease length after its last renewal, not an interval
+//     later.
 //   - Every held lease has a local safe time: the local clock reading
 //     taken before the store call that last took or renewed it, plus the
 //     lease length, minus a safety margin (a quarter of the lease) for clock

@@ -232,6 +232,10 @@ func (k *Keeper) Run(ctx context.Context) error {
 	name, holder, ttl := k.opt.Name, k.opt.Holder.ID, k.opt.TTL
 	held := map[string]Held{}
 	busy := map[string]time.Time{} // project → local time until which another holder keeps it
+	// lapse: project → local time its lease held elsewhere lapses, for a
+	// lease whose holder did not renew it when due (take): read again
+	// and taken at that instant, not at the next interval.
+	lapse := map[string]time.Time{}
 	idle := map[string]time.Time{} // project → when Check last said it has no work
 	var wanted map[string]bool
 	var listedAt time.Time
@@ -256,6 +260,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		for _, l := range ls {
 			held[l.ProjectID] = Held{Lease: l, SafeUntil: safe}
 			delete(busy, l.ProjectID)
+			delete(lapse, l.ProjectID)
 		}
 	}
 	if k.opt.Holder.Reclaim {
@@ -277,10 +282,24 @@ func (k *Keeper) Run(ctx context.Context) error {
 	for first := true; ; first = false {
 		var ask []wantReq
 		isTick := first
+		var lapsed <-chan time.Time
+		var lapseTimer *time.Timer
+		if next, ok := earliest(lapse); ok {
+			lapseTimer = time.NewTimer(max(time.Until(next), minLapseWait))
+			lapsed = lapseTimer.C
+		}
 		if !first {
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-lapsed:
+				now := time.Now()
+				for id, at := range lapse {
+					if !now.Before(at) {
+						ask = append(ask, wantReq{id: id})
+						delete(lapse, id)
+					}
+				}
 			case w := <-k.want:
 				ask = append(ask, w)
 			drain:
@@ -295,6 +314,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 			case <-tick.C:
 				isTick = true
 			}
+		}
+		if lapseTimer != nil {
+			lapseTimer.Stop()
 		}
 		now := time.Now()
 		if isTick {
@@ -353,7 +375,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		for len(probe) > 0 && ctx.Err() == nil {
 			chunk := probe[:min(len(probe), takeChunk)]
 			probe = probe[len(chunk):]
-			if k.take(ctx, chunk, held, busy, add) {
+			if k.take(ctx, chunk, held, busy, lapse, add) {
 				report = true
 			}
 		}
@@ -365,6 +387,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		for id, until := range busy {
 			if now.After(until.Add(ttl)) && !wanted[id] {
 				delete(busy, id) // forget projects nobody asks for any more
+				delete(lapse, id)
 			}
 		}
 		if report {
@@ -410,8 +433,10 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 
 // take reads the lease rows of ids and takes those that are free or
 // expired (or this holder's own); the others are remembered as busy until
-// they may lapse. It reports whether it took any.
-func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy map[string]time.Time, add func([]store.Lease, time.Time)) bool {
+// they may lapse, and those whose holder did not renew them when due (less
+// than two thirds of the lease left: a holder renews every third) in lapse
+// with the instant they lapse. It reports whether it took any.
+func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy, lapse map[string]time.Time, add func([]store.Lease, time.Time)) bool {
 	cctx, cancel := k.call(ctx)
 	states, err := k.st.LeaseStates(cctx, k.opt.Name, ids)
 	cancel()
@@ -432,6 +457,11 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 			// interval: a holder that stops cleanly releases early.
 			free[s.ProjectID] = false
 			busy[s.ProjectID] = read.Add(min(s.ExpiresIn, k.opt.TTL/3))
+			if s.ExpiresIn < 2*k.opt.TTL/3 {
+				lapse[s.ProjectID] = read.Add(s.ExpiresIn)
+			} else {
+				delete(lapse, s.ProjectID)
+			}
 		}
 	}
 	var takeable []string
@@ -467,6 +497,21 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		k.log.Debug("leases taken", "leases", len(ls))
 	}
 	return len(ls) > 0
+}
+
+// minLapseWait is the least wait before a lapsing lease is read again (the
+// database's clock may still show it live for a moment).
+const minLapseWait = 20 * time.Millisecond
+
+// earliest returns the earliest instant of m.
+func earliest(m map[string]time.Time) (time.Time, bool) {
+	var next time.Time
+	for _, at := range m {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // takeChunk bounds the projects one read-and-take handles, so that each

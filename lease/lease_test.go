@@ -221,3 +221,33 @@ func TestWantChecksOncePerInterval(t *testing.T) {
 	k.Want(p, true)
 	waitFor(t, "the lease after a forced Want", func() bool { _, ok := k.Held().Find(p); return ok })
 }
+
+// TestKeeperTakesLapsedLeaseAtOnce: a lease whose holder died (it stopped
+// renewing) is taken when it lapses, not at the keeper's next interval
+// after that: with a 6 s lease (intervals of 2 s) and another holder's
+// lease lapsing 3 s after the keeper starts, the keeper holds it within
+// 700 ms of the lapse (at its next interval it would be 1 s late), and
+// never before.
+func TestKeeperTakesLapsedLeaseAtOnce(t *testing.T) {
+	st := teststore.SQLite(t)
+	ctx := context.Background()
+	p := must(st.CreateProject(ctx, storetest.NewUUID())).ID
+	const left = 3 * time.Second
+	start := time.Now()
+	if _, err := st.AcquireLeases(ctx, "job", "dead", []string{p}, left); err != nil {
+		t.Fatal(err)
+	}
+	lapses := start.Add(left)
+	k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: 6 * time.Second,
+		Wanted: func(context.Context) ([]string, error) { return []string{p}, nil }})
+	run(t, k.Run)
+	waitFor(t, "the lapsed lease", func() bool { _, ok := k.Held().Find(p); return ok })
+	took := time.Now()
+	if took.Before(lapses) {
+		t.Fatalf("took the lease %v before it lapsed", lapses.Sub(took))
+	}
+	if late := took.Sub(lapses); late > 700*time.Millisecond {
+		t.Fatalf("took the lease %v after it lapsed, want ≤ 700ms", late)
+	}
+	t.Logf("taken %v after the lapse", took.Sub(lapses).Round(time.Millisecond))
+}

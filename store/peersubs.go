@@ -48,4 +48,7 @@ type PeerSubscriptions interface {
 	// ok is false when it is not (or none is stored). Errors:
 	// ErrUnavailable.
 	ReplacePeerSubscription(ctx context.Context, s PeerSubscription, requestID string) (ok bool, err error)
+	// PeerWakes: a process that serves a link's callback tells the one
+	// that runs it of a gap.
+	PeerWakes
 }

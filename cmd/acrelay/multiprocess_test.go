@@ -61,6 +61,17 @@ func (p *testProject) postStatus(t *testing.T, url, summary string) int {
 
 func (p *testProject) send(t *testing.T, url, summary string) (string, int) {
 	t.Helper()
+	id, status, err := p.trySend(url, summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, status
+}
+
+// trySend posts a new event signed by p's key to the relay at url and
+// returns its event_id and the answer's status, or the transport error (a
+// relay that died): it is safe to call from any goroutine.
+func (p *testProject) trySend(url, summary string) (string, int, error) {
 	p.seq++
 	ev := &correspondence.Event{ProjectID: p.id, RepositoryID: "repo:mp", ThreadID: "t",
 		Sender: correspondence.Sender{IdentityID: p.identity, SigningKeyID: p.key, DeviceID: p.session, SessionID: p.session},
@@ -68,7 +79,7 @@ func (p *testProject) send(t *testing.T, url, summary string) (string, int) {
 		IssuedAt: correspondence.FormatTimestamp(time.Now()), Scope: correspondence.Scope{Paths: []string{"."}},
 		Body: canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue(summary)})}
 	if err := ev.Sign(p.priv); err != nil {
-		t.Fatal(err)
+		return "", 0, err
 	}
 	b, _ := ev.CanonicalJSON()
 	req, _ := http.NewRequest("POST", url+"/v1/correspondence/events", bytes.NewReader(b))
@@ -76,10 +87,10 @@ func (p *testProject) send(t *testing.T, url, summary string) (string, int) {
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return ev.ID, 0, err
 	}
 	res.Body.Close()
-	return ev.ID, res.StatusCode
+	return ev.ID, res.StatusCode, nil
 }
 
 func postgresArgs(t *testing.T) []string {

@@ -119,7 +119,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		host = u.Host
 	}
 	log := logger.With("courier", matrix.Name)
-	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log}
+	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now()}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
 	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,

@@ -60,13 +60,18 @@ type Courier struct {
 	// ScanLimit bounds the room history read when reconciling (events);
 	// default 1000.
 	ScanLimit int
-	// SettleDelay is how long after this process's first delivery the
-	// first reconciliation waits, so that a send the previous process had
-	// in flight when it died has landed in the room (and in the
-	// homeserver's transaction-id cache) before the history is read and
-	// anything is re-sent; default 2s, negative none.
+	// SettleDelay is how long after Started the first reconciliation
+	// waits, so that a send the previous process had in flight when it
+	// died has landed in the room (and in the homeserver's transaction-id
+	// cache) before the history is read and anything is re-sent; default
+	// 2s, negative none. A process that takes a dead process's lease once
+	// it lapsed, long after its own start, waits nothing: the dead
+	// process's sends were cut at its lease's safe time, before the lapse.
 	SettleDelay time.Duration
-	Logger      *slog.Logger
+	// Started is when this process started (the settle counts from it);
+	// zero: from this courier's first delivery.
+	Started time.Time
+	Logger  *slog.Logger
 
 	bornOnce sync.Once
 	born     time.Time
@@ -358,9 +363,15 @@ func RetryAfter(err error) time.Duration {
 }
 
 // settle waits, once per process start, until SettleDelay has passed since
-// the first delivery (see SettleDelay).
+// Started, or since the first delivery when Started is zero (see
+// SettleDelay).
 func (c *Courier) settle(ctx context.Context) error {
-	c.bornOnce.Do(func() { c.born = time.Now() })
+	c.bornOnce.Do(func() {
+		c.born = c.Started
+		if c.born.IsZero() {
+			c.born = time.Now()
+		}
+	})
 	d := c.SettleDelay
 	if d == 0 {
 		d = 2 * time.Second

@@ -50,13 +50,15 @@ func (db *DB) SubscribeAdvances() *store.AdvanceSubscription {
 	return db.advances.SubscribeAdvances()
 }
 
-// startListening runs the LISTEN loop until cancelListening (or Close).
-// It is called by the broker, under its lock, for the first subscription.
+// startListening counts a broker (advances, wakes) that has
+// subscriptions and starts the LISTEN loop for the first. A broker calls it under its
+// lock for its first subscription.
 func (db *DB) startListening() {
 	db.listenMu.Lock()
 	defer db.listenMu.Unlock()
+	db.listenUses++
 	if db.listenStop != nil {
-		db.listenStop()
+		return // running for the other broker
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -67,12 +69,14 @@ func (db *DB) startListening() {
 	}()
 }
 
-// cancelListening ends the LISTEN loop without waiting for it (the broker
-// calls it under its lock, which the loop's Publish takes).
+// cancelListening is called by a broker (under its lock) after its last
+// subscription closed; the LISTEN loop ends, without being waited for (its
+// Publish takes a broker's lock), once no broker uses it.
 func (db *DB) cancelListening() {
 	db.listenMu.Lock()
 	defer db.listenMu.Unlock()
-	if db.listenStop != nil {
+	db.listenUses--
+	if db.listenUses == 0 && db.listenStop != nil {
 		db.listenStop()
 		db.listenStop = nil
 	}
@@ -113,11 +117,12 @@ func (db *DB) listenOnce(ctx context.Context, recheck bool, connected func()) er
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+advancesChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+advancesChannel+"; LISTEN "+wakesChannel); err != nil {
 		return err
 	}
 	connected()
 	if recheck {
+		db.wakes.Publish(store.PeerWake{}) // wakes sent while it was down are lost: every link backfills
 		// LISTEN is in place: whatever commits from now on is heard, and
 		// what committed while the connection was down is in the heads.
 		rows, err := conn.Query(ctx, selectHeads)
@@ -139,6 +144,15 @@ func (db *DB) listenOnce(ctx context.Context, recheck bool, connected func()) er
 		if err != nil {
 			return err
 		}
+		if n.Channel == wakesChannel {
+			i := strings.LastIndexByte(n.Payload, ' ')
+			if i <= 0 || i == len(n.Payload)-1 {
+				db.logger.WarnContext(ctx, "listen for peer wakes: malformed payload ignored")
+				continue
+			}
+			db.wakes.Publish(store.PeerWake{ProjectID: n.Payload[:i], PeerID: n.Payload[i+1:]})
+			continue
+		}
 		if n.Channel != advancesChannel {
 			continue
 		}
@@ -149,4 +163,27 @@ func (db *DB) listenOnce(ctx context.Context, recheck bool, connected func()) er
 		}
 		db.advances.Publish(projectID, seq)
 	}
+}
+
+// wakesChannel is the LISTEN/NOTIFY channel of store.PeerWake (payload
+// "project_id peer_id"), heard on the advances' LISTEN connection.
+const wakesChannel = "acrelay_peer_wakes"
+
+var _ store.PeerWakes = (*DB)(nil)
+
+// WakePeer implements store.PeerWakes: a NOTIFY every process listening
+// on this database hears (this one too). Errors: store.ErrUnavailable.
+func (db *DB) WakePeer(ctx context.Context, projectID, peerID string) error {
+	if _, err := db.pool.Exec(ctx, `SELECT pg_notify('`+wakesChannel+`', $1)`, projectID+" "+peerID); err != nil {
+		return mapErr("wake peer", err)
+	}
+	return nil
+}
+
+// SubscribePeerWakes implements store.PeerWakes: the wakes any process
+// sends on this database, heard through the LISTEN connection (opened
+// with the first subscription to advances or wakes, closed after the
+// last); after it reconnects the zero PeerWake is published.
+func (db *DB) SubscribePeerWakes() *store.PeerWakeSubscription {
+	return db.wakes.SubscribePeerWakes()
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestSubscribeAdvancesAcrossProcesses(t *testing.T) {
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE query = 'LISTEN acrelay_advances' AND pid <> pg_backend_pid()`); err != nil {
+		WHERE query LIKE 'LISTEN acrelay_advances%' AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
 	for _, sg := range signers {
@@ -128,4 +129,69 @@ func TestSubscribeAdvancesAcrossProcesses(t *testing.T) {
 		heads[sg.ProjectID] = res.Record.ReceivedSeq
 	}
 	heard(t, sub, got, caughtUp)
+}
+
+// TestPeerWakesAcrossProcesses: a wake sent on one store handle is heard
+// on another (as another relay process would be) through LISTEN/NOTIFY,
+// with no subscription to advances there (a wake subscription alone keeps
+// the LISTEN connection); after that connection is killed, the reconnect
+// publishes the zero PeerWake (wakes sent while it was down are lost), and
+// wakes are heard again.
+func TestPeerWakesAcrossProcesses(t *testing.T) {
+	dbURL := freshDatabase(t)
+	ctx := context.Background()
+	open := func() *postgres.DB {
+		db, err := postgres.Open(ctx, dbURL, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	sender, listener := open(), open()
+	sub := listener.SubscribePeerWakes()
+	defer sub.Close()
+	want := store.PeerWake{ProjectID: storetest.NewUUID(), PeerID: "peer-1"}
+	hear := func(what string, send func(), ok func([]store.PeerWake) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			send()
+			select {
+			case <-sub.Ready():
+				if ws := sub.Take(); ok(ws) {
+					return
+				}
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%s: not heard within 10 s", what)
+			}
+		}
+	}
+	wake := func() {
+		if err := sender.WakePeer(ctx, want.ProjectID, want.PeerID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hear("a wake from the other handle", wake, func(ws []store.PeerWake) bool {
+		if len(ws) != 1 || ws[0] != want {
+			t.Fatalf("heard %+v, want [%+v]", ws, want)
+		}
+		return true
+	})
+
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	tag, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN acrelay_advances%' AND pid <> pg_backend_pid()`)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("terminate the LISTEN connection: %v, %d rows", err, tag.RowsAffected())
+	}
+	hear("the zero wake after the reconnect", func() {}, func(ws []store.PeerWake) bool {
+		return slices.Contains(ws, store.PeerWake{})
+	})
+	hear("a wake after the reconnect", wake, func(ws []store.PeerWake) bool { return slices.Contains(ws, want) })
 }

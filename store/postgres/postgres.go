@@ -43,8 +43,10 @@ type DB struct {
 	appends *groupcommit.Queues[appendStep] // per-project group commit of appends (groupcommit.go)
 	obs     store.Observer                  // Options.Observer; nil observes nothing
 
-	advances   store.AdvanceBroker // local appends and LISTEN/NOTIFY (advances.go)
+	advances   store.AdvanceBroker  // local appends and LISTEN/NOTIFY (advances.go)
+	wakes      store.PeerWakeBroker // peer link wakes, LISTEN/NOTIFY on the same connection (advances.go)
 	listenMu   sync.Mutex
+	listenUses int                // brokers (advances, wakes) with subscriptions: the LISTEN loop runs while > 0
 	listenStop context.CancelFunc // ends the LISTEN loop; nil while none runs
 	listenDone chan struct{}
 }
@@ -88,6 +90,7 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
 	db.appends = groupcommit.NewQueues(maxGroupBatch, db.runAppendBatch)
 	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
+	db.wakes.OnFirst, db.wakes.OnLast = db.startListening, db.cancelListening
 	return db, nil
 }
 

@@ -1,6 +1,10 @@
 package sqlite
 
-import "github.com/acrelay/acrelay/store"
+import (
+	"context"
+
+	"github.com/acrelay/acrelay/store"
+)
 
 var _ store.Advances = (*DB)(nil)
 
@@ -9,4 +13,17 @@ var _ store.Advances = (*DB)(nil)
 // process owns an SQLite store, so in-process publication is complete.)
 func (db *DB) SubscribeAdvances() *store.AdvanceSubscription {
 	return db.advances.SubscribeAdvances()
+}
+
+// WakePeer implements store.PeerWakes: the wake reaches this store's own
+// subscriptions at once (one process owns an SQLite store). It never
+// fails.
+func (db *DB) WakePeer(_ context.Context, projectID, peerID string) error {
+	db.wakes.Publish(store.PeerWake{ProjectID: projectID, PeerID: peerID})
+	return nil
+}
+
+// SubscribePeerWakes implements store.PeerWakes.
+func (db *DB) SubscribePeerWakes() *store.PeerWakeSubscription {
+	return db.wakes.SubscribePeerWakes()
 }

@@ -87,7 +87,8 @@ type DB struct {
 
 	tokens tokenCache
 
-	advances store.AdvanceBroker // published after each committed new append
+	advances store.AdvanceBroker  // published after each committed new append
+	wakes    store.PeerWakeBroker // peer link wakes (advances.go)
 
 	sinceCheckpoint atomic.Int64 // events committed since the last checkpoint began
 	ckEvents        int64        // Options.CheckpointEvents

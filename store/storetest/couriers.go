@@ -394,6 +394,60 @@ func testAdvances(t *testing.T, s store.Store) {
 	}
 }
 
+// testPeerWakes: a wake sent through this store handle reaches its open
+// subscriptions exactly as sent, coalesced (on PostgreSQL through
+// LISTEN/NOTIFY, whose connection the first subscription opens, so the
+// wake is sent until heard); a closed subscription's Ready is closed and
+// it hears nothing more.
+func testPeerWakes(t *testing.T, s store.Store) {
+	sub := s.SubscribePeerWakes()
+	want := store.PeerWake{ProjectID: NewUUID(), PeerID: "peer-" + NewUUID()}
+	deadline := time.After(10 * time.Second)
+	var got []store.PeerWake
+	for len(got) == 0 {
+		if err := s.WakePeer(ctx, want.ProjectID, want.PeerID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WakePeer(ctx, want.ProjectID, want.PeerID); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-sub.Ready():
+			time.Sleep(50 * time.Millisecond) // both sent wakes heard
+			got = sub.Take()
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no wake heard within 10 s")
+		}
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("heard %+v, want [%+v] (two sends coalesced)", got, want)
+	}
+	sub.Close()
+	sub.Close()
+	// Ready may still hold a signal of a wake heard after the Take.
+	for i := 0; ; i++ {
+		select {
+		case _, open := <-sub.Ready():
+			if open && i == 0 {
+				continue
+			}
+			if open {
+				t.Fatal("a closed subscription's Ready is not closed")
+			}
+		case <-time.After(time.Second):
+			t.Fatal("a closed subscription's Ready is not closed")
+		}
+		break
+	}
+	if err := s.WakePeer(ctx, want.ProjectID, want.PeerID); err != nil {
+		t.Fatal(err)
+	}
+	if w := sub.Take(); len(w) != 0 {
+		t.Fatalf("a closed subscription heard %+v", w)
+	}
+}
+
 // testCourierLeaseRead: LeaseStates reads who holds each lease and for
 // how long, writing nothing; AcquireLeases takes only what the read shows
 // free or expired, and a lease live elsewhere is neither taken nor

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"couriers/backoff", testCourierBackoff},
 		{"feed", testFeed},
 		{"advances", testAdvances},
+		{"advances/peer_wakes", testPeerWakes},
 		{"handoffs", testHandoffs},
 		{"claims/snapshot", testClaimsSnapshot},
 		{"claims/path_filter", testClaimsPathFilter},
