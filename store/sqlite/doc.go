@@ -10,7 +10,8 @@
 // so one commit and one fsync cover a batch while each caller still gets
 // its own result or error: the batch runs without savepoints until an
 // append fails, then is rolled back and replayed with each append in its
-// own SAVEPOINT (writer.go).
+// own SAVEPOINT (writer.go; the policy, jobs and pages are
+// store/internal/groupcommit's, shared with store/postgres).
 //
 // Connections: one writer connection (BEGIN IMMEDIATE) used by the group
 // committer and the registry writes, and a separate pool of query_only
