@@ -87,6 +87,10 @@ func (db *DB) AppendAt(ctx context.Context, ev *correspondence.Event, canonical 
 // commit (store.Federation).
 func (db *DB) AppendPageAt(ctx context.Context, page []store.ForeignAppend) []store.AppendOutcome {
 	out := make([]store.AppendOutcome, len(page))
+	// res is written by the writer goroutine; a job's entry is read only
+	// once that job answered success (the answer happens after the write),
+	// so a caller whose context ended never races a job still running.
+	res := make([]store.AppendResult, len(page))
 	runs := make([]func(t *txn) error, 0, len(page))
 	idx := make([]int, 0, len(page))
 	for i, f := range page {
@@ -104,10 +108,10 @@ func (db *DB) AppendPageAt(ctx context.Context, page []store.ForeignAppend) []st
 			continue
 		}
 		in.activeAt = f.At.UTC()
-		o := &out[i]
+		r := &res[i]
 		runs = append(runs, func(t *txn) error {
 			var err error
-			o.Result, err = appendTx(t, in)
+			*r, err = appendTx(t, in)
 			return err
 		})
 		idx = append(idx, i)
@@ -120,6 +124,7 @@ func (db *DB) AppendPageAt(ctx context.Context, page []store.ForeignAppend) []st
 			out[i] = store.AppendOutcome{Err: errs[k]}
 			continue
 		}
+		out[i].Result = res[i]
 		if out[i].Result.Created && out[i].Result.Record.ReceivedSeq > last {
 			last, projectID = out[i].Result.Record.ReceivedSeq, page[i].Event.ProjectID
 		}
