@@ -144,25 +144,37 @@ type forger struct {
 	mu        sync.Mutex
 	forged    []byte // the last note served
 	forgedHit atomic.Int64
+	inflight  atomic.Int64 // checkpoint reads passed through, not yet answered
 }
 
 func (f *forger) RoundTrip(req *http.Request) (*http.Response, error) {
-	mode, _ := f.mode.Load().(string)
-	if mode == "" || req.Method != http.MethodGet || !strings.HasPrefix(req.URL.String(), f.a.public+"/v1/log/"+f.pid+"/checkpoint") {
+	if req.Method != http.MethodGet || !strings.HasPrefix(req.URL.String(), f.a.public+"/v1/log/"+f.pid+"/checkpoint") {
 		return f.base.RoundTrip(req)
 	}
+	// A checkpoint read passed through while mode was unset is counted
+	// until A answered it, so the test can wait for every read that began
+	// before it set mode (one such read answered after A's tree grew would
+	// let B cosign A's real larger checkpoint first).
+	f.inflight.Add(1)
+	mode, _ := f.mode.Load().(string)
+	if mode == "" {
+		defer f.inflight.Add(-1)
+		return f.base.RoundTrip(req)
+	}
+	f.inflight.Add(-1)
 	head, err := f.a.st.TreeHead(req.Context(), f.pid)
 	if err != nil {
 		return nil, err
 	}
 	c := acrtlog.Checkpoint{Origin: acrtlog.Origin(f.a.public, f.pid), Size: f.cosigned.Load(), Root: xtlog.RecordHash([]byte("a forged history"))}
+	msg := head.Checkpoint // A's real note at the head just read
+	if mode == "inconsistent" && head.Size <= f.cosigned.Load() {
+		return checkpointResponse(req, msg), nil
+	}
 	if mode == "inconsistent" {
-		if head.Size <= f.cosigned.Load() {
-			return f.base.RoundTrip(req)
-		}
 		c.Size = head.Size
 	}
-	msg, err := acrtlog.SignCheckpoint(f.a.logKey.Signer, c)
+	msg, err = acrtlog.SignCheckpoint(f.a.logKey.Signer, c)
 	if err != nil {
 		return nil, err
 	}
@@ -170,8 +182,13 @@ func (f *forger) RoundTrip(req *http.Request) (*http.Response, error) {
 	f.forged = msg
 	f.mu.Unlock()
 	f.forgedHit.Add(1)
+	return checkpointResponse(req, msg), nil
+}
+
+// checkpointResponse answers req with the checkpoint note msg.
+func checkpointResponse(req *http.Request, msg []byte) *http.Response {
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}},
-		Body: io.NopCloser(bytes.NewReader(msg)), ContentLength: int64(len(msg)), Request: req}, nil
+		Body: io.NopCloser(bytes.NewReader(msg)), ContentLength: int64(len(msg)), Request: req}
 }
 
 // TestWitnessRefusesSplitView: B witnesses A through a front that, once
@@ -242,6 +259,10 @@ func testWitnessRefusesSplitView(t *testing.T, kind, mode string) {
 
 	front.cosigned.Store(4)
 	front.mode.Store(mode)
+	eventually(t, 20*time.Second, "reads begun before the front forged are answered", func() (bool, string) {
+		n := front.inflight.Load()
+		return n == 0, fmt.Sprintf("%d in flight", n)
+	})
 	if mode == store.SplitViewInconsistent {
 		post(1) // A's real tree grows to 5; the front serves 5 with another root
 	}
