@@ -260,13 +260,13 @@ func seedLog(t *testing.T, st store.Store, n int) (projectID, token string) {
 // entry bundles read back to every record: each entry hashes to its leaf
 // in tiles authenticated against the checkpoint and is byte for byte the
 // record the events route serves. Both engines hold 100,000 records (391
-// bundles, three tile levels). Time on PostgreSQL, measured on the shared
-// 2-core machine at load average 7-11 (a full CI run and a 1,000,000-record
-// SQLite benchmark beside it): seeding 5 min 30 s (3.3 ms per record: the
-// page append takes four round trips per record, each waiting for a core),
-// integration by the sequencer 7 s, the read-back 28 s, 6 min 5 s in all;
-// the store has no faster bulk path. Pages of 1000 had cost over ten
-// minutes for 100,000 (see seedLog).
+// bundles, three tile levels). Time on the shared 2-core machine at load
+// average 4-6 (a full CI run beside it): SQLite 43 s (seeding 29 s);
+// PostgreSQL 2 min 43 s (seeding 2 min 27 s, 1.5 ms per record: the page
+// append takes four round trips per record, each waiting for a core;
+// integration by the sequencer 2 s; the read-back 14 s). At load average
+// 7-11 PostgreSQL took 6 min 5 s (seeding 5 min 30 s). The store has no
+// faster bulk path; pages of 1000 had cost over ten minutes (see seedLog).
 func TestLogTiles100k(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
