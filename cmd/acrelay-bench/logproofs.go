@@ -133,7 +133,7 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 	}
 	defer st.Close()
 
-	proj, tok, err := seedBenchLog(ctx, st, c.Records, 500, progress)
+	proj, tok, err := seedBenchLog(ctx, st, c.Records, 200, progress)
 	if err != nil {
 		return res, err
 	}
