@@ -19,7 +19,7 @@ import (
 
 var ctx = context.Background()
 
-func newKey(t *testing.T) tlog.LogKey {
+func newKey(t testing.TB) tlog.LogKey {
 	t.Helper()
 	skey, _, err := tlog.NewLogKey("relay.test")
 	if err != nil {

@@ -133,56 +133,9 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 	}
 	defer st.Close()
 
-	// One project, one identity and key, a read token.
-	proj, err := registry.CreateProject(ctx, st, "")
+	proj, tok, err := seedBenchLog(ctx, st, c.Records, 200, progress)
 	if err != nil {
 		return res, err
-	}
-	ident, err := registry.CreateIdentity(ctx, st, proj.ID, "", "bench")
-	if err != nil {
-		return res, err
-	}
-	pub, priv, _ := ed25519.GenerateKey(crand.Reader)
-	key, err := registry.AddKey(ctx, st, ident, "", correspondence.EncodePublicKey(pub))
-	if err != nil {
-		return res, err
-	}
-	_, tok, err := registry.CreateToken(ctx, st, proj.ID, []string{store.ScopeRead})
-	if err != nil {
-		return res, err
-	}
-
-	// Seed through the bulk path, in pages.
-	session := uuid.NewString()
-	const page = 500
-	for done := 0; done < c.Records; {
-		n := min(page, c.Records-done)
-		batch := make([]store.ForeignAppend, n)
-		at := time.Now()
-		for i := range batch {
-			ev := &correspondence.Event{ProjectID: proj.ID, RepositoryID: "repo:bench", ThreadID: "t",
-				Sender: correspondence.Sender{IdentityID: ident.ID, SigningKeyID: key.ID, DeviceID: session, SessionID: session},
-				Kind:   correspondence.KindProgress, Parents: []string{}, SessionSeq: int64(done + i + 1),
-				IssuedAt: correspondence.FormatTimestamp(at), Scope: correspondence.Scope{Paths: []string{"."}},
-				Body: canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue("record " + strconv.Itoa(done+i+1))})}
-			if err := ev.Sign(priv); err != nil {
-				return res, err
-			}
-			b, err := ev.CanonicalJSON()
-			if err != nil {
-				return res, err
-			}
-			batch[i] = store.ForeignAppend{Event: ev, Canonical: b, At: at}
-		}
-		for i, o := range st.AppendPageAt(ctx, batch) {
-			if o.Err != nil {
-				return res, fmt.Errorf("seed record %d: %w", done+i+1, o.Err)
-			}
-		}
-		done += n
-		if done%(page*20) == 0 || done == c.Records {
-			fmt.Fprintf(progress, "seeded %d/%d\n", done, c.Records)
-		}
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -198,7 +151,7 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 	if err != nil {
 		return res, err
 	}
-	head, err := sequencer.New(st, sequencer.Options{PublicURL: public, Key: lk}).Integrate(ctx, proj.ID)
+	head, err := sequencer.New(st, sequencer.Options{PublicURL: public, Key: lk}).Integrate(ctx, proj)
 	if err != nil {
 		return res, err
 	}
@@ -227,7 +180,7 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 		}
 		return b, d, err
 	}
-	prefix := public + "/v1/log/" + proj.ID + "/"
+	prefix := public + "/v1/log/" + proj + "/"
 	root := tlog.Hash(head.Root)
 	var proofs, bound []time.Duration
 	// A short warm-up of both routes, not counted.
@@ -257,7 +210,7 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 		if err := json.Unmarshal(body, &p); err != nil {
 			return res, err
 		}
-		recs, err := st.RecordsAfter(ctx, proj.ID, seq-1, 1)
+		recs, err := st.RecordsAfter(ctx, proj, seq-1, 1)
 		if err != nil || len(recs) != 1 {
 			return res, fmt.Errorf("record %d: %v", seq, err)
 		}
@@ -309,4 +262,59 @@ func runLogProofs(ctx context.Context, c logProofsConfig, progress io.Writer) (l
 	res.HandlerProofP50us, res.HandlerProofP99us = pct(hproofs, 0.50), pct(hproofs, 0.99)
 	res.HandlerBoundP50us, res.HandlerBoundP99us = pct(hbound, 0.50), pct(hbound, 0.99)
 	return res, nil
+}
+
+// seedBenchLog creates a project with one identity, key and read token and
+// stores n signed records in it through the store's page append
+// (AppendPageAt, the federation's bulk path) in pages of page, reporting
+// progress every 20 pages. It returns the project id and the token.
+func seedBenchLog(ctx context.Context, st store.Store, n, page int, progress io.Writer) (projectID, token string, err error) {
+	proj, err := registry.CreateProject(ctx, st, "")
+	if err != nil {
+		return "", "", err
+	}
+	ident, err := registry.CreateIdentity(ctx, st, proj.ID, "", "bench")
+	if err != nil {
+		return "", "", err
+	}
+	pub, priv, _ := ed25519.GenerateKey(crand.Reader)
+	key, err := registry.AddKey(ctx, st, ident, "", correspondence.EncodePublicKey(pub))
+	if err != nil {
+		return "", "", err
+	}
+	_, tok, err := registry.CreateToken(ctx, st, proj.ID, []string{store.ScopeRead})
+	if err != nil {
+		return "", "", err
+	}
+	session := uuid.NewString()
+	for done := 0; done < n; {
+		k := min(page, n-done)
+		batch := make([]store.ForeignAppend, k)
+		at := time.Now()
+		for i := range batch {
+			ev := &correspondence.Event{ProjectID: proj.ID, RepositoryID: "repo:bench", ThreadID: "t",
+				Sender: correspondence.Sender{IdentityID: ident.ID, SigningKeyID: key.ID, DeviceID: session, SessionID: session},
+				Kind:   correspondence.KindProgress, Parents: []string{}, SessionSeq: int64(done + i + 1),
+				IssuedAt: correspondence.FormatTimestamp(at), Scope: correspondence.Scope{Paths: []string{"."}},
+				Body: canonicaljson.ObjectValue(canonicaljson.Member{Name: "summary", Value: canonicaljson.StringValue("record " + strconv.Itoa(done+i+1))})}
+			if err := ev.Sign(priv); err != nil {
+				return "", "", err
+			}
+			b, err := ev.CanonicalJSON()
+			if err != nil {
+				return "", "", err
+			}
+			batch[i] = store.ForeignAppend{Event: ev, Canonical: b, At: at}
+		}
+		for i, o := range st.AppendPageAt(ctx, batch) {
+			if o.Err != nil {
+				return "", "", fmt.Errorf("seed record %d: %w", done+i+1, o.Err)
+			}
+		}
+		done += k
+		if done%(page*20) == 0 || done == n {
+			fmt.Fprintf(progress, "seeded %d/%d\n", done, n)
+		}
+	}
+	return proj.ID, tok, nil
 }
