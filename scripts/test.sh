@@ -75,7 +75,7 @@ rerun_failed() {
 }
 
 echo "== go test -race -count=1 -v ${pkgs[*]}  (each package as it finishes; full log: kept on failure)"
-go test -race -count=1 -v -timeout 30m "${pkgs[@]}" 2>&1 | tee "$ACRELAY_TEST_LOG" | progress
+go test -race -count=1 -v -timeout 45m "${pkgs[@]}" 2>&1 | tee "$ACRELAY_TEST_LOG" | progress
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ]; then
   rerun_failed "$ACRELAY_TEST_LOG" && status=0
