@@ -163,6 +163,16 @@ type Cosig struct {
 func OpenCosigned(msg []byte, logVerifier note.Verifier, origin string, witnesses []note.Verifier, now time.Time, skew time.Duration) (Checkpoint, []byte, []Cosig, error) {
 	c, n, err := Open(msg, logVerifier, origin, witnesses...)
 	if err != nil {
+		// note.Open refuses a whole note when a known witness key's
+		// cosignature on it does not verify, though the checkpoint itself
+		// may be this log's: opened with the log key alone, such a note is
+		// a checkpoint without a valid cosignature (cosigner_unknown, not
+		// checkpoint_not_published).
+		if errors.Is(err, ErrNote) && len(witnesses) > 0 {
+			if _, _, err2 := Open(msg, logVerifier, origin); err2 == nil {
+				return Checkpoint{}, nil, nil, ErrNoCosignature
+			}
+		}
 		return Checkpoint{}, nil, nil, err
 	}
 	var out []Cosig

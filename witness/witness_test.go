@@ -194,6 +194,20 @@ func TestOpenCosignedRefusals(t *testing.T) {
 	}
 	good := cosign(ws, signCheckpoint(t, ls, c))
 	tampered := bytes.Replace(good, []byte("\n1\n"), []byte("\n2\n"), 1)
+	// badCosig flips one bit of the signature in the note's last line (the
+	// witness's cosignature): a known key whose signature does not verify.
+	badCosig := func(msg []byte) []byte {
+		lines := bytes.Split(bytes.TrimSuffix(msg, []byte("\n")), []byte("\n"))
+		last := lines[len(lines)-1]
+		i := bytes.LastIndexByte(last, ' ')
+		sig, err := base64.StdEncoding.DecodeString(string(last[i+1:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig[len(sig)-1] ^= 1
+		lines[len(lines)-1] = append(append([]byte{}, last[:i+1]...), base64.StdEncoding.EncodeToString(sig)...)
+		return append(bytes.Join(lines, []byte("\n")), '\n')
+	}
 	// A note signed by another key of the same name, cosigned by the
 	// witness: the log key does not verify it.
 	foreign, err := note.Sign(&note.Note{Text: c.Text()}, os, ws)
@@ -211,6 +225,8 @@ func TestOpenCosignedRefusals(t *testing.T) {
 		{"another origin", good, origin + "x", witness.ErrOrigin},
 		{"only the log's signature", signCheckpoint(t, ls, c), origin, witness.ErrNoCosignature},
 		{"an unknown witness only", cosign(osg, signCheckpoint(t, ls, c)), origin, witness.ErrNoCosignature},
+		{"the witness's cosignature does not verify", badCosig(good), origin, witness.ErrNoCosignature},
+		{"a bad cosignature on a tampered note", badCosig(tampered), origin, witness.ErrNote},
 		{"too large", append(bytes.Repeat([]byte("x"), witness.MaxNoteBytes), good...), origin, witness.ErrNote},
 		{"extension line", signCheckpoint(t, ls, c)[:0], origin, witness.ErrNote},
 	} {
