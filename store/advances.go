@@ -3,7 +3,6 @@ package store
 import (
 	"slices"
 	"strings"
-	"sync"
 )
 
 // Advance is the invalidation "project ProjectID reached received_seq
@@ -28,26 +27,17 @@ type Advances interface {
 // AdvanceSubscription receives advances coalesced per project: between two
 // Take calls it keeps, per project, only the highest received_seq
 // published, so a slow subscriber costs at most one entry per project that
-// moved and a publisher never waits for it.
+// moved and a publisher never waits for it. Ready is signalled (without
+// blocking the publisher) when advances are pending; call Take then. Close
+// ends the subscription and closes Ready; it may be called twice.
 type AdvanceSubscription struct {
-	b       *AdvanceBroker
-	ready   chan struct{} // one pending signal
-	mu      sync.Mutex
-	pending map[string]int64
-	closed  bool
+	*subscription[string, int64]
 }
-
-// Ready is signalled (without blocking the publisher) when advances are
-// pending; call Take then. It is closed by Close.
-func (s *AdvanceSubscription) Ready() <-chan struct{} { return s.ready }
 
 // Take returns the pending advances, one per project (its highest
 // received_seq), sorted by project id, and clears them.
 func (s *AdvanceSubscription) Take() []Advance {
-	s.mu.Lock()
-	p := s.pending
-	s.pending = nil
-	s.mu.Unlock()
+	p := s.take()
 	out := make([]Advance, 0, len(p))
 	for id, seq := range p {
 		out = append(out, Advance{ProjectID: id, ReceivedSeq: seq})
@@ -56,86 +46,22 @@ func (s *AdvanceSubscription) Take() []Advance {
 	return out
 }
 
-// Close ends the subscription and closes Ready. It may be called twice.
-func (s *AdvanceSubscription) Close() { s.b.unsubscribe(s) }
-
-func (s *AdvanceSubscription) publish(a Advance) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	if s.pending == nil {
-		s.pending = make(map[string]int64)
-	}
-	if a.ReceivedSeq > s.pending[a.ProjectID] {
-		s.pending[a.ProjectID] = a.ReceivedSeq
-	}
-	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
 // AdvanceBroker fans advances out to subscriptions; the dialects embed one.
 // The zero value is ready to use. OnFirst and OnLast, when set before use,
 // run (under the broker's lock) when the first subscription opens and when
 // the last one closes: PostgreSQL starts and stops its LISTEN connection
-// there.
+// there. Subscribers returns the number of open subscriptions.
 type AdvanceBroker struct {
-	OnFirst, OnLast func()
-
-	mu   sync.Mutex
-	subs map[*AdvanceSubscription]struct{}
+	broker[string, int64]
 }
 
 // SubscribeAdvances implements Advances.
 func (b *AdvanceBroker) SubscribeAdvances() *AdvanceSubscription {
-	s := &AdvanceSubscription{b: b, ready: make(chan struct{}, 1)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.subs == nil {
-		b.subs = make(map[*AdvanceSubscription]struct{})
-	}
-	b.subs[s] = struct{}{}
-	if len(b.subs) == 1 && b.OnFirst != nil {
-		b.OnFirst()
-	}
-	return s
-}
-
-func (b *AdvanceBroker) unsubscribe(s *AdvanceSubscription) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.subs[s]; !ok {
-		return
-	}
-	delete(b.subs, s)
-	s.mu.Lock()
-	s.closed = true
-	s.pending = nil
-	s.mu.Unlock()
-	close(s.ready)
-	if len(b.subs) == 0 && b.OnLast != nil {
-		b.OnLast()
-	}
+	return &AdvanceSubscription{b.subscribe()}
 }
 
 // Publish tells every subscription that projectID reached receivedSeq. It
 // never blocks on a subscriber.
 func (b *AdvanceBroker) Publish(projectID string, receivedSeq int64) {
-	a := Advance{ProjectID: projectID, ReceivedSeq: receivedSeq}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for s := range b.subs {
-		s.publish(a)
-	}
-}
-
-// Subscribers returns the number of open subscriptions.
-func (b *AdvanceBroker) Subscribers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs)
+	b.publish(projectID, receivedSeq, func(old, seq int64) int64 { return max(old, seq) })
 }

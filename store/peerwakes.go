@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 )
 
 // PeerWake asks the process that runs peer link PeerID of ProjectID
@@ -37,26 +36,18 @@ type PeerWakes interface {
 }
 
 // PeerWakeSubscription receives wakes, each pending wake kept once
-// between two Take calls; a publisher never waits for it.
+// between two Take calls; a publisher never waits for it. Ready is
+// signalled (without blocking the publisher) when wakes are pending; call
+// Take then. Close ends the subscription and closes Ready; it may be
+// called twice.
 type PeerWakeSubscription struct {
-	b       *PeerWakeBroker
-	ready   chan struct{}
-	mu      sync.Mutex
-	pending map[PeerWake]struct{}
-	closed  bool
+	*subscription[PeerWake, struct{}]
 }
-
-// Ready is signalled (without blocking the publisher) when wakes are
-// pending; call Take then. It is closed by Close.
-func (s *PeerWakeSubscription) Ready() <-chan struct{} { return s.ready }
 
 // Take returns the pending wakes, sorted by project and peer id, and
 // clears them.
 func (s *PeerWakeSubscription) Take() []PeerWake {
-	s.mu.Lock()
-	p := s.pending
-	s.pending = nil
-	s.mu.Unlock()
+	p := s.take()
 	out := make([]PeerWake, 0, len(p))
 	for w := range p {
 		out = append(out, w)
@@ -67,74 +58,20 @@ func (s *PeerWakeSubscription) Take() []PeerWake {
 	return out
 }
 
-// Close ends the subscription and closes Ready. It may be called twice.
-func (s *PeerWakeSubscription) Close() { s.b.unsubscribe(s) }
-
-func (s *PeerWakeSubscription) publish(w PeerWake) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	if s.pending == nil {
-		s.pending = make(map[PeerWake]struct{})
-	}
-	s.pending[w] = struct{}{}
-	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
 // PeerWakeBroker fans wakes out to subscriptions; the dialects embed one.
 // The zero value is ready to use. OnFirst and OnLast, when set before use,
 // run (under the broker's lock) when the first subscription opens and when
 // the last one closes.
 type PeerWakeBroker struct {
-	OnFirst, OnLast func()
-
-	mu   sync.Mutex
-	subs map[*PeerWakeSubscription]struct{}
+	broker[PeerWake, struct{}]
 }
 
 // SubscribePeerWakes implements PeerWakes.
 func (b *PeerWakeBroker) SubscribePeerWakes() *PeerWakeSubscription {
-	s := &PeerWakeSubscription{b: b, ready: make(chan struct{}, 1)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.subs == nil {
-		b.subs = make(map[*PeerWakeSubscription]struct{})
-	}
-	b.subs[s] = struct{}{}
-	if len(b.subs) == 1 && b.OnFirst != nil {
-		b.OnFirst()
-	}
-	return s
-}
-
-func (b *PeerWakeBroker) unsubscribe(s *PeerWakeSubscription) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.subs[s]; !ok {
-		return
-	}
-	delete(b.subs, s)
-	s.mu.Lock()
-	s.closed = true
-	s.pending = nil
-	s.mu.Unlock()
-	close(s.ready)
-	if len(b.subs) == 0 && b.OnLast != nil {
-		b.OnLast()
-	}
+	return &PeerWakeSubscription{b.subscribe()}
 }
 
 // Publish hands w to every subscription. It never blocks on a subscriber.
 func (b *PeerWakeBroker) Publish(w PeerWake) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for s := range b.subs {
-		s.publish(w)
-	}
+	b.publish(w, struct{}{}, func(struct{}, struct{}) struct{} { return struct{}{} })
 }
