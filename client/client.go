@@ -46,6 +46,9 @@ type APIError struct {
 	Message string                 `json:"message"`
 	Hint    string                 `json:"hint,omitempty"`
 	Issues  []correspondence.Issue `json:"issues,omitempty"`
+	// RetryAfter is the answer's Retry-After (a 429's or 503's wait), 0
+	// when it had none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *APIError) Error() string {
@@ -363,7 +366,9 @@ func (c *Client) once(ctx context.Context, method string, u *url.URL, accept, co
 		return nil, 0, &transientError{fmt.Errorf("%s %s: read body: %w", method, u.Path, err)}
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, retryAfterOf(res.Header), ParseAPIError(res.StatusCode, body)
+		ae := ParseAPIError(res.StatusCode, body)
+		ae.RetryAfter = max(retryAfterOf(res.Header), 0)
+		return nil, ae.RetryAfter, ae
 	}
 	links, err := ParseLinks(res.Header, res.Request.URL)
 	if err != nil {

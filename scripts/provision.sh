@@ -90,6 +90,9 @@ provision_shared() {
 # --- npm pubsubhubbub (WebSub interop; scripts/provision_websub_npm.sh) -----
 . scripts/provision_websub_npm.sh
 
+# --- npm @modelcontextprotocol/sdk (acrelay mcp interop; scripts/provision_mcp_npm.sh)
+. scripts/provision_mcp_npm.sh
+
 # --- Chromium (live web view browser test; scripts/provision_chromium.sh) ---
 . scripts/provision_chromium.sh
 
@@ -105,6 +108,7 @@ provision_jing
 provision_staticcheck
 provision_dendrite
 provision_websub_npm
+provision_mcp_npm
 provision_chromium
 provision_podman
 provision_feedparser
