@@ -304,4 +304,6 @@ func (l levelFloor) WithAttrs(as []slog.Attr) slog.Handler {
 	return levelFloor{l.Handler.WithAttrs(as), l.min}
 }
 
-func (l levelFloor) WithGroup(n string) slog.Handler { return levelFloor{l.Handler.WithGroup(n), l.min} }
+func (l levelFloor) WithGroup(n string) slog.Handler {
+	return levelFloor{l.Handler.WithGroup(n), l.min}
+}
