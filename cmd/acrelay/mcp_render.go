@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,11 +58,11 @@ func (s *mcpServer) viewRecord(ctx context.Context, rec client.Record) recordVie
 		LineageStatus: string(rec.LineageStatus), author: a, scope: ev.Scope}
 	quote := func(field, text string) {
 		v.Quoted = append(v.Quoted, attributed.NewReport(a, field, text))
-		v.text = append(v.text, attributed.Quote(a, field, text))
+		v.text = append(v.text, sayLine(a, v.Mine, field, text))
 	}
 	quote("thread_id", ev.ThreadID)
 	v.Quoted = append(v.Quoted, attributed.NewReport(a, "paths", strings.Join(ev.Scope.Paths, "\n")))
-	v.text = append(v.text, attributed.QuoteList(a, "paths", ev.Scope.Paths))
+	v.text = append(v.text, sayList(a, v.Mine, "paths", ev.Scope.Paths))
 	if ev.Scope.Branch != nil {
 		quote("branch", *ev.Scope.Branch)
 	}
@@ -182,14 +183,14 @@ func (s *mcpServer) viewClaim(ctx context.Context, ac client.ActiveClaim, summar
 		Conflicted: ac.Conflicted, CompetingEventIDs: ac.CompetingEventIDs, Overlaps: overlaps}
 	v.Quoted = append(v.Quoted, attributed.NewReport(a, "paths", strings.Join(ac.Scope.Paths, "\n")),
 		attributed.NewReport(a, "thread_id", ac.ThreadID))
-	v.text = append(v.text, attributed.QuoteList(a, "paths", ac.Scope.Paths), attributed.Quote(a, "thread_id", ac.ThreadID))
+	v.text = append(v.text, sayList(a, v.Mine, "paths", ac.Scope.Paths), sayLine(a, v.Mine, "thread_id", ac.ThreadID))
 	if ac.Scope.Branch != nil {
 		v.Quoted = append(v.Quoted, attributed.NewReport(a, "branch", *ac.Scope.Branch))
-		v.text = append(v.text, attributed.Quote(a, "branch", *ac.Scope.Branch))
+		v.text = append(v.text, sayLine(a, v.Mine, "branch", *ac.Scope.Branch))
 	}
 	if summary != "" {
 		v.Quoted = append(v.Quoted, attributed.NewReport(a, "summary", summary))
-		v.text = append(v.text, attributed.Quote(a, "summary", summary))
+		v.text = append(v.text, sayLine(a, v.Mine, "summary", summary))
 	}
 	return v
 }
@@ -211,6 +212,23 @@ func (v claimView) textLines() []string {
 		out = append(out, "    "+l)
 	}
 	return out
+}
+
+// sayLine is one text line for a field: the agent's own words plainly
+// ("your summary: \"…\""), anyone else's through attributed.Quote.
+func sayLine(a attributed.Author, mine bool, field, text string) string {
+	if mine {
+		return "your " + field + ": " + strconv.QuoteToGraphic(text)
+	}
+	return attributed.Quote(a, field, text)
+}
+
+// sayList is sayLine for a list of strings.
+func sayList(a attributed.Author, mine bool, field string, items []string) string {
+	if mine {
+		return "your " + field + ": [" + strings.Join(quoteAll(items), ", ") + "]"
+	}
+	return attributed.QuoteList(a, field, items)
 }
 
 func quoteAll(ss []string) []string {
@@ -249,11 +267,11 @@ func (s *mcpServer) renderVoice(ctx context.Context, repo string, v *client.Voic
 		cursor = *v.Cursor
 	}
 	fmt.Fprintf(&b, "Repository %s: cursor %s, evaluated %s, projection %s.\n", strconv.QuoteToGraphic(repo), cursor, v.EvaluatedAt, v.ProjectionStatus)
-	owner := map[string]string{}
+	byEvent := map[string]client.ActiveClaim{}
 	fmt.Fprintf(&b, "Active claims (%d; advisory, they lock nothing):\n", len(v.ActiveClaims))
 	for _, ac := range v.ActiveClaims {
 		cv := s.viewClaim(ctx, ac, "", nil)
-		owner[ac.EventID] = ac.OwnerIdentityID
+		byEvent[ac.EventID] = ac
 		out.ActiveClaims = append(out.ActiveClaims, cv)
 		for _, l := range cv.textLines() {
 			b.WriteString(l + "\n")
@@ -262,11 +280,26 @@ func (s *mcpServer) renderVoice(ctx context.Context, repo string, v *client.Voic
 	fmt.Fprintf(&b, "Conflicts: %d overlapping claim pair(s), %d session fork(s), %d event(s) with missing parents.\n",
 		len(v.Conflicts.OverlappingClaims), len(v.Conflicts.SessionForks), len(v.Conflicts.MissingParents))
 	for _, o := range v.Conflicts.OverlappingClaims {
-		a := s.author(ctx, owner[o.LeftEventID])
-		line := fmt.Sprintf("- events %s and %s overlap on %s", o.LeftEventID, o.RightEventID, attributed.QuoteList(a, "paths", o.Paths))
-		b.WriteString(line + "\n")
-		out.Overlaps = append(out.Overlaps, map[string]any{"left_event_id": o.LeftEventID, "right_event_id": o.RightEventID,
-			"quoted": attributed.NewReport(a, "paths", strings.Join(o.Paths, "\n"))})
+		// Each listed path is the shorter prefix of an overlapping pair,
+		// so it is one of the two claims' own paths: attribute it to that
+		// claim's owner.
+		var parts []string
+		var reports []attributed.Report
+		for _, p := range o.Paths {
+			ac := byEvent[o.LeftEventID]
+			if !slices.Contains(ac.Scope.Paths, p) {
+				ac = byEvent[o.RightEventID]
+			}
+			a := s.author(ctx, ac.OwnerIdentityID)
+			mine := ac.OwnerIdentityID == s.self()
+			parts = append(parts, sayLine(a, mine, "path", p))
+			reports = append(reports, attributed.NewReport(a, "path", p))
+		}
+		fmt.Fprintf(&b, "- events %s and %s overlap on:\n", o.LeftEventID, o.RightEventID)
+		for _, p := range parts {
+			b.WriteString("    " + p + "\n")
+		}
+		out.Overlaps = append(out.Overlaps, map[string]any{"left_event_id": o.LeftEventID, "right_event_id": o.RightEventID, "quoted": reports})
 	}
 	n := min(len(v.RecentEvents), maxVoiceRecent)
 	out.RecentTruncated = v.Truncated || n < len(v.RecentEvents)

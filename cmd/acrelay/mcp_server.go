@@ -47,7 +47,7 @@ type mcpServer struct {
 func newMCPServer(c *client.Client, signer *client.Signer, seq seqStore, logger *slog.Logger) *mcpServer {
 	// A tool call waits for at most three quick attempts: a 429's wait or a
 	// lasting 503 goes back to the model as a tool error, not a stall.
-	c.Retry = client.RetryPolicy{Initial: 250 * time.Millisecond, Max: 2 * time.Second, MaxAttempts: 3}
+	c.Retry = client.RetryPolicy{Initial: 250 * time.Millisecond, Max: time.Second, MaxAttempts: 3}
 	c.UserAgent = "acrelay-mcp/0.1"
 	s := &mcpServer{c: c, signer: signer, seq: seq, log: logger, now: time.Now,
 		claims: map[string]*correspondence.Event{}, followers: map[string]*follower{}}

@@ -49,7 +49,13 @@ type mcpFixture struct {
 	otherSay     *correspondence.Event
 }
 
-func newMCPFixture(t *testing.T) *mcpFixture {
+func newMCPFixture(t testing.TB) *mcpFixture {
+	t.Helper()
+	return newMCPFixtureLimits(t, relay.RateLimits{})
+}
+
+// newMCPFixtureLimits is newMCPFixture with the relay's rate limits.
+func newMCPFixtureLimits(t testing.TB, limits relay.RateLimits) *mcpFixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
@@ -62,7 +68,7 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 		t.Fatalf("first start: %v", err)
 	}
 	srv := httptest.NewUnstartedServer(nil)
-	srv.Config.Handler = relay.New(st, relay.Config{PublicURL: "http://" + srv.Listener.Addr().String()}).Handler()
+	srv.Config.Handler = relay.New(st, relay.Config{PublicURL: "http://" + srv.Listener.Addr().String(), Limits: limits}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 	admin, _ := client.New(srv.URL, boot.ProjectToken)
@@ -102,7 +108,7 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 
 // otherClaimsParser: the other identity claims src/parser and says, in an
 // intent naming the claim, the injection text.
-func (f *mcpFixture) otherClaimsParser(t *testing.T) {
+func (f *mcpFixture) otherClaimsParser(t testing.TB) {
 	t.Helper()
 	at := client.At{RepositoryID: mcpRepo, ThreadID: "task:parser", Scope: correspondence.Scope{Paths: []string{"src/parser"}}, Parents: []string{}}
 	open, err := f.other.Sign(at, client.ClaimOpen(uuid.NewString(), time.Now().Add(time.Hour)))
@@ -455,9 +461,11 @@ func TestMCPBadInput(t *testing.T) {
 }
 
 // TestMCPRelayRefusals: the relay's own refusals come back as tool errors
-// with its code: a revoked key, and a 429 with its wait.
+// with its code: a 429 with its wait, and a revoked key.
 func TestMCPRelayRefusals(t *testing.T) {
-	f := newMCPFixture(t)
+	// Each token may write 6 times, then once every 100 s (the fixture's
+	// registrations and the revocation below are the admin token's 6).
+	f := newMCPFixtureLimits(t, relay.RateLimits{TokenWriteRate: 0.01, TokenWriteBurst: 6})
 	cs := f.startMCP(t)
 	ctx := t.Context()
 	call := func(name string, args map[string]any) (string, toolError) {
@@ -487,6 +495,17 @@ func TestMCPRelayRefusals(t *testing.T) {
 	text, te := call("claim_paths", map[string]any{"repository_id": mcpRepo, "paths": []string{"src"}})
 	if te.Code != "sender_or_signing_key_not_active" || te.Status != 403 || te.Posted || !strings.HasPrefix(text, "sender_or_signing_key_not_active: ") {
 		t.Fatalf("revoked key: %+v\n%s", te, text)
+	}
+	// The token's writes still count: the 7th within the burst is a 429.
+	for i := 2; i < 6; i++ {
+		if _, te := call("post_update", map[string]any{"repository_id": mcpRepo, "thread_id": "t", "kind": "progress", "summary": "x"}); te.Code != "sender_or_signing_key_not_active" {
+			t.Fatalf("write %d: %+v", i, te)
+		}
+	}
+	text, te = call("post_update", map[string]any{"repository_id": mcpRepo, "thread_id": "t", "kind": "progress", "summary": "more"})
+	if te.Code != "rate_limited" || te.Status != 429 || te.RetryAfterSeconds < 90 || te.RetryAfterSeconds > 100 ||
+		!strings.Contains(text, fmt.Sprintf("(wait %d s before retrying)", te.RetryAfterSeconds)) {
+		t.Fatalf("429: %+v\n%s", te, text)
 	}
 }
 
