@@ -21,7 +21,10 @@ import (
 // same event (same repository, paths and lifetime; signed beforehand),
 // interleaved call by call. Each claim is released outside the timer so
 // the projection stays the same size. It reports the p50 and p99 of both
-// in milliseconds (ns/op is the sum of one of each and means little):
+// in milliseconds, and for scale the p50 of an MCP call of read_events
+// (one empty page: the MCP round trip and one small GET), measured
+// outside the timer (ns/op is the sum of one claim_paths and one POST and
+// means little):
 //
 //	go test -run '^$' -bench MCPClaimPathsLatency -benchtime 300x ./cmd/acrelay/
 func BenchmarkMCPClaimPathsLatency(b *testing.B) {
@@ -44,7 +47,7 @@ func BenchmarkMCPClaimPathsLatency(b *testing.B) {
 	sess := client.NewSession(signer, client.NewMemorySequencer(0))
 	bare, _ := client.New(f.url, f.agentToken)
 	paths := []string{"src/parser/lexer", "docs"}
-	var mcpLat, postLat []time.Duration
+	var mcpLat, postLat, readLat []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -55,6 +58,13 @@ func BenchmarkMCPClaimPathsLatency(b *testing.B) {
 			b.Fatalf("claim_paths: %v %+v", err, res)
 		}
 		b.StopTimer()
+		// The MCP round trip with one small GET behind it, for scale.
+		start = time.Now()
+		if r, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "read_events", Arguments: map[string]any{
+			"repository_id": mcpRepo, "thread_id": "none", "limit": 1}}); err != nil || r.IsError {
+			b.Fatalf("read_events: %v", err)
+		}
+		readLat = append(readLat, time.Since(start))
 		claimID := res.StructuredContent.(map[string]any)["claim_id"].(string)
 		if r, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "release_claim", Arguments: map[string]any{
 			"repository_id": mcpRepo, "claim_id": claimID}}); err != nil || r.IsError {
@@ -86,6 +96,7 @@ func BenchmarkMCPClaimPathsLatency(b *testing.B) {
 	b.ReportMetric(ms(percentile(mcpLat, 99)), "claim_paths-p99-ms")
 	b.ReportMetric(ms(percentile(postLat, 50)), "post-p50-ms")
 	b.ReportMetric(ms(percentile(postLat, 99)), "post-p99-ms")
+	b.ReportMetric(ms(percentile(readLat, 50)), "read_events-p50-ms")
 }
 
 // percentile is the nearest-rank p-th percentile of ds.

@@ -446,6 +446,19 @@ func (s *mcpServer) toolClaimPaths(ctx context.Context, raw json.RawMessage) (*m
 	if err != nil {
 		return nil, err
 	}
+	// The other identities' claims do not depend on this one (the agent's
+	// own are left out), so they are read while the claim is posted.
+	type othersAnswer struct {
+		oc  *client.OthersClaims
+		err error
+	}
+	othersc := make(chan othersAnswer, 1)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		oc, err := s.c.OthersClaims(octx, client.OthersClaimsQuery{RepositoryID: a.RepositoryID, Self: s.self(), Paths: a.Paths, WithSummaries: true})
+		othersc <- othersAnswer{oc, err}
+	}()
 	res, err := s.post(ctx, evs[0])
 	if err != nil {
 		return nil, err
@@ -463,7 +476,8 @@ func (s *mcpServer) toolClaimPaths(ctx context.Context, raw json.RawMessage) (*m
 			out.SummaryEventID = sres.Record.Event.ID
 		}
 	}
-	others, err := s.c.OthersClaims(ctx, client.OthersClaimsQuery{RepositoryID: a.RepositoryID, Self: s.self(), Paths: a.Paths, WithSummaries: true})
+	oa := <-othersc
+	others, err := oa.oc, oa.err
 	if err != nil {
 		out.ProjectionStatus = "unavailable"
 		out.Warnings = append(out.Warnings, "could not read the other identities' claims: "+asToolError(err).Error())
