@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -310,7 +312,7 @@ func (f *mcpFixture) startMCP(t *testing.T, extraEnv ...string) *mcp.ClientSessi
 	t.Helper()
 	cmd := exec.Command(acrelayBinary(t), "mcp")
 	cmd.Env = f.env(extraEnv...)
-	var stderr strings.Builder
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	c := mcp.NewClient(&mcp.Implementation{Name: "acrelay-test", Version: "0"}, nil)
 	cs, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -341,7 +343,7 @@ func TestMCPHTTPGoClient(t *testing.T) {
 	tokFile := filepath.Join(t.TempDir(), "mcp-token")
 	cmd := exec.Command(acrelayBinary(t), "mcp", "--http", addr, "--http-token-file", tokFile)
 	cmd.Env = f.env()
-	var stderr strings.Builder
+	var stderr syncBuffer
 	cmd.Stderr, cmd.Stdout = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -623,5 +625,60 @@ func TestMCPHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// TestMCPStdoutOnlyMCP: on stdio, every line the server writes to stdout
+// is a JSON-RPC 2.0 message; its log goes to stderr.
+func TestMCPStdoutOnlyMCP(t *testing.T) {
+	f := newMCPFixture(t)
+	cmd := exec.Command(acrelayBinary(t), "mcp", "--log-level", "debug")
+	cmd.Env = f.env()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"voice","arguments":{"repository_id":"repo:example/app"}}}
+`)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	var lines []string
+	for len(lines) < 3 && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	in.Close()
+	rest, _ := io.ReadAll(stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if len(rest) > 0 {
+		lines = append(lines, strings.Split(strings.TrimSpace(string(rest)), "\n")...)
+	}
+	if len(lines) != 3 {
+		t.Fatalf("%d stdout lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for i, l := range lines {
+		var m struct {
+			JSONRPC string `json:"jsonrpc"`
+			ID      int    `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m.JSONRPC != "2.0" || m.ID != i+1 {
+			t.Fatalf("stdout line %d is not the answer to request %d: %s", i, i+1, l)
+		}
+	}
+	if !strings.Contains(stderr.String(), "acrelay mcp ready") || strings.Contains(stderr.String(), f.agentToken) {
+		t.Fatalf("stderr:\n%s", stderr.String())
 	}
 }
