@@ -107,6 +107,11 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: want debug, info, warn or error")
 	}
+	if o.httpAddr != "" {
+		if err := checkHTTPAddr(o.httpAddr, o.httpRemote); err != nil {
+			return err
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if ctx == nil {
 		ctx = context.Background()
@@ -204,13 +209,6 @@ func (o *mcpOptions) deviceID() (string, error) {
 // serveHTTP serves streamable HTTP at /mcp behind the bearer token until
 // ctx ends.
 func (s *mcpServer) serveHTTP(ctx context.Context, o *mcpOptions, logger *slog.Logger) error {
-	host, _, err := net.SplitHostPort(o.httpAddr)
-	if err != nil {
-		return fmt.Errorf("--http %q: want host:port", o.httpAddr)
-	}
-	if ip := net.ParseIP(host); !o.httpRemote && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-		return fmt.Errorf("--http %q: not a loopback address (pass --http-allow-remote to serve beyond this machine)", o.httpAddr)
-	}
 	token, err := httpBearer(o.httpToken)
 	if err != nil {
 		return err
@@ -236,6 +234,19 @@ func (s *mcpServer) serveHTTP(ctx context.Context, o *mcpOptions, logger *slog.L
 		_ = srv.Shutdown(sctx)
 		return nil
 	}
+}
+
+// checkHTTPAddr refuses an --http address that is not host:port, or not
+// loopback (127.0.0.0/8, ::1, localhost) unless remote is allowed.
+func checkHTTPAddr(addr string, remote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--http %q: want host:port", addr)
+	}
+	if ip := net.ParseIP(host); !remote && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
+		return fmt.Errorf("--http %q: not a loopback address (pass --http-allow-remote to serve beyond this machine)", addr)
+	}
+	return nil
 }
 
 // httpBearer returns the token HTTP clients must present:

@@ -202,7 +202,7 @@ func asToolError(err error) *toolError {
 	}
 	var ve *correspondence.ValidationError
 	if errors.As(err, &ve) {
-		return &toolError{Code: wire.CodeEventInvalid, Message: "the event would be refused by the relay (spec §2–§5); nothing was posted", Issues: ve.Issues}
+		return &toolError{Code: wire.CodeEventInvalid, Message: "the event would be refused by the relay (spec §2–§5)", Issues: ve.Issues}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &toolError{Code: wire.CodeRequestCancelled, Message: "the call ended before the relay answered"}

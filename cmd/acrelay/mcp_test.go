@@ -615,6 +615,28 @@ func TestMCPResourcesAndSubscription(t *testing.T) {
 	}
 }
 
+// TestMCPHTTPLoopbackOnly: --http refuses a non-loopback address (before
+// reading any other setting) unless --http-allow-remote.
+func TestMCPHTTPLoopbackOnly(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{{"0.0.0.0:8931", false}, {"192.0.2.1:8931", false}, {"example.org:8931", false}, {"8931", false},
+		{"127.0.0.1:8931", true}, {"[::1]:8931", true}, {"localhost:8931", true}} {
+		err := checkHTTPAddr(tc.addr, false)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.addr, err)
+		}
+	}
+	if err := checkHTTPAddr("0.0.0.0:8931", true); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runAgent(t, newMCPCmd(), "", "--http", "0.0.0.0:8931")
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("runMCP: %v", err)
+	}
+}
+
 // TestMCPHelp: the help page names the transports and the tools.
 func TestMCPHelp(t *testing.T) {
 	out, _, err := runAgent(t, newMCPCmd(), "", "--help")
