@@ -355,19 +355,19 @@ func register(ctx context.Context, p *agentProfile, res *agentInitResult, admin,
 			continue
 		}
 		c, _ := client.New(p.URL, tok)
-		keys, err := c.RegistryKeys(ctx, "")
+		ids, keys, err := c.Identities(ctx)
 		if err != nil {
 			continue
 		}
 		res.Registration = "pending"
-		for _, k := range keys {
-			if k.PublicKeyB64URL != pub {
+		for keyID, k := range keys {
+			if correspondence.EncodePublicKey(k.PublicKey) != pub {
 				continue
 			}
-			if k.Status != "active" || k.IdentityStatus != "active" {
-				return fmt.Errorf("the relay knows this key as %s (identity %s): make a new key with --key", k.Status, k.IdentityStatus)
+			if st := ids[k.IdentityID].Status; st != "active" {
+				return fmt.Errorf("the relay knows this key under an identity that is %s: make a new key with --key", st)
 			}
-			p.IdentityID, p.SigningKeyID, res.Registration = k.IdentityID, k.SigningKeyID, "already_registered"
+			p.IdentityID, p.SigningKeyID, res.Registration = k.IdentityID, keyID, "already_registered"
 			return nil
 		}
 		break

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/acrelay/acrelay/client"
+	"github.com/acrelay/acrelay/correspondence"
 )
 
 // agentEnvClear empties every ACRELAY_* variable an agent command reads,
@@ -121,18 +122,13 @@ func TestAgentInitRegistersAndIsIdempotent(t *testing.T) {
 		t.Fatalf("the profile shows in git status (not excluded):\n%s", st)
 	}
 	c, _ := client.New(url, agentTok)
-	keys, err := c.RegistryKeys(context.Background(), "")
+	ids, keys, err := c.Identities(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, k := range keys {
-		if k.SigningKeyID == res.SigningKeyID {
-			found = k.IdentityID == res.IdentityID && k.DisplayName == "parser-agent" && k.PublicKeyB64URL == res.PublicKey && k.Status == "active"
-		}
-	}
-	if !found {
-		t.Fatalf("registry does not list the agent's key: %+v", keys)
+	if k, ok := keys[res.SigningKeyID]; !ok || k.IdentityID != res.IdentityID || correspondence.EncodePublicKey(k.PublicKey) != res.PublicKey ||
+		ids[res.IdentityID].DisplayName != "parser-agent" || ids[res.IdentityID].Status != "active" {
+		t.Fatalf("registry does not list the agent's key: %+v %+v", keys, ids)
 	}
 
 	// Again: nothing changes, nothing is registered twice.
@@ -149,7 +145,7 @@ func TestAgentInitRegistersAndIsIdempotent(t *testing.T) {
 	if _, raw2 := readProfileT(t, profPath); raw2 != raw {
 		t.Fatalf("profile rewritten:\n%s\nvs\n%s", raw, raw2)
 	}
-	keys2, _ := c.RegistryKeys(context.Background(), "")
+	_, keys2, _ := c.Identities(context.Background())
 	if len(keys2) != len(keys) {
 		t.Fatalf("second run registered again: %d keys, then %d", len(keys), len(keys2))
 	}
