@@ -123,18 +123,30 @@ func (f *signerFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.sender.SessionID, "session-id", envOr("ACRELAY_SESSION_ID", ""), "session UUID, one per run (env ACRELAY_SESSION_ID)")
 }
 
+// applyProfile fills what flags and ACRELAY_* left empty (key file,
+// project, identity, signing key and device ids) from the agent profile,
+// when there is one; a caller that settles ids itself before signer
+// (acrelay mcp's device id) calls it first.
+func (f *signerFlags) applyProfile() error {
+	p, err := f.prof.get()
+	if p != nil {
+		p.fillSigner(f)
+	}
+	return err
+}
+
 // signer loads the key; ids must all be set unless partial is true (then
 // the caller fills the rest from a core event).
 func (f *signerFlags) signer(partial bool) (*client.Signer, error) {
-	if p, err := f.prof.get(); err != nil {
-		return nil, err
-	} else if p != nil && partial {
+	if partial {
 		// A core event's own ids win over the profile's: only the key.
-		if f.keyFile == "" {
+		if p, err := f.prof.get(); err != nil {
+			return nil, err
+		} else if p != nil && f.keyFile == "" {
 			f.keyFile = p.resolve(p.KeyFile)
 		}
-	} else if p != nil {
-		p.fillSigner(f)
+	} else if err := f.applyProfile(); err != nil {
+		return nil, err
 	}
 	if f.keyFile == "" {
 		return nil, errors.New("no key: set --key or ACRELAY_KEY_FILE (acrelay keygen writes one)")
