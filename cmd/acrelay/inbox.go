@@ -49,8 +49,8 @@ func newInboxCmd() *cobra.Command {
 		Long: `inbox reads the repository's records after the agent's cursor and prints,
 compactly and for a language model, those that concern the agent:
 
-  - claims opened by other identities that overlap the agent's active
-    claims;
+  - claims opened, and intents announced, by other identities that
+    overlap the agent's active claims;
   - acknowledgements (ack.*), refusals, conflicts (raised or resolved)
     and repairs naming one of the agent's events;
   - handoffs, pauses, rests and resumes by other identities in a thread
@@ -383,6 +383,11 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 	case k == correspondence.KindClaimOpen && len(overlap) > 0:
 		cf, _ := ev.Claim()
 		lines = append(lines, head("claimed paths overlapping your active claim on "+strings.Join(overlap, ", ")+", until "+cf.ExpiresAt))
+		lines = append(lines, "    "+attributed.QuoteList(a, "paths", ev.Scope.Paths))
+		thread()
+	case k == correspondence.KindIntent && len(overlap) > 0:
+		lines = append(lines, head("announced work overlapping your active claim on "+strings.Join(overlap, ", ")))
+		quote("summary")
 		lines = append(lines, "    "+attributed.QuoteList(a, "paths", ev.Scope.Paths))
 		thread()
 	case strings.HasPrefix(string(k), "ack.") && namesMine:
