@@ -336,7 +336,11 @@ func untilText(ts string, now time.Time) string {
 	if err != nil || !t.After(now) {
 		return ""
 	}
-	return " (in " + t.Sub(now).Round(time.Minute).String() + ")"
+	d := t.Sub(now).Round(time.Minute)
+	if d < time.Minute {
+		return " (in less than a minute)"
+	}
+	return " (in " + strings.TrimSuffix(d.String(), "0s") + ")"
 }
 
 // stagedPaths lists the paths the staged changes touch, both names of a
