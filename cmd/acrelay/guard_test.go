@@ -246,4 +246,22 @@ func TestGuardInstalledHook(t *testing.T) {
 	if out, err := commit(guardBypassEnv + "=1"); err != nil || !strings.Contains(out, "skipped (ACRELAY_GUARD_BYPASS is set)") {
 		t.Fatalf("bypassed commit: %v\n%s", err, out)
 	}
+
+	// The pre-push hook checks the commits the remote does not have yet.
+	remote := t.TempDir()
+	git(t, remote, "init", "-q", "--bare")
+	git(t, r.dir, "remote", "add", "origin", remote)
+	push := func(env ...string) (string, error) {
+		cmd := exec.Command("git", "push", "origin", "main")
+		cmd.Dir = r.dir
+		cmd.Env = append(append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"), env...)
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	if out, err := push(); err == nil || !strings.Contains(out, "acrelay guard: 2 path(s) of this push overlap") || !strings.Contains(out, "\n  src/parser/b.go\n") || !strings.Contains(out, "push blocked (--strict)") {
+		t.Fatalf("strict push went through: %v\n%s", err, out)
+	}
+	if out, err := push(guardBypassEnv + "=1"); err != nil {
+		t.Fatalf("bypassed push: %v\n%s", err, out)
+	}
 }
