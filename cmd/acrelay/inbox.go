@@ -53,6 +53,8 @@ compactly and for a language model, those that concern the agent:
     overlap the agent's active claims;
   - acknowledgements (ack.*), refusals, conflicts (raised or resolved)
     and repairs naming one of the agent's events;
+  - handoffs naming a contract whose assignee is the agent (its identity
+    id or display name);
   - handoffs, pauses, rests and resumes by other identities in a thread
     the agent took part in, overlapping its active claims, or naming its
     events;
@@ -299,6 +301,7 @@ func scanInbox(ctx context.Context, c *client.Client, repo, me string, rs *inbox
 		threads[t] = true
 	}
 	scan := &inboxScan{from: after, newCursor: after}
+	contracts := map[string]bool{}
 	n := 0
 	for rec, err := range c.Events(ctx, client.EventsQuery{RepositoryID: repo, After: after, Limit: 200}) {
 		if err != nil {
@@ -315,7 +318,7 @@ func scanInbox(ctx context.Context, c *client.Client, repo, me string, rs *inbox
 				threads[ev.ThreadID] = true
 				rs.Threads = appendBounded(rs.Threads, ev.ThreadID)
 			}
-		} else if lines := inboxNews(ev, own, threads, myPaths, names); lines != nil {
+		} else if lines := inboxNews(ev, own, threads, myPaths, names, handedToMe(ctx, c, ev, me, names, contracts)); lines != nil {
 			if len(scan.items) == max {
 				scan.more = true
 				break
@@ -331,6 +334,28 @@ func scanInbox(ctx context.Context, c *client.Client, repo, me string, rs *inbox
 	return scan, nil
 }
 
+// handedToMe reports whether ev is a handoff naming a contract whose
+// assignee is the agent (its identity id or display name); contracts
+// caches the answers of one run. A contract that cannot be read is not
+// the agent's.
+func handedToMe(ctx context.Context, c *client.Client, ev *correspondence.Event, me string, names map[string]client.Identity, contracts map[string]bool) bool {
+	if ev.Kind != correspondence.KindHandoff {
+		return false
+	}
+	v, ok := ev.Body.Get("handoff_id")
+	if !ok || v.Kind != canonicaljson.String {
+		return false
+	}
+	if mine, seen := contracts[v.Str]; seen {
+		return mine
+	}
+	h, err := c.GetHandoff(ctx, v.Str)
+	myName := names[me].DisplayName
+	mine := err == nil && (h.Assignee.ID == me || (myName != "" && h.Assignee.ID == myName))
+	contracts[v.Str] = mine
+	return mine
+}
+
 func appendBounded(s []string, v string) []string {
 	s = append(s, v)
 	if len(s) > inboxKeepOwn {
@@ -341,7 +366,7 @@ func appendBounded(s []string, v string) []string {
 
 // inboxNews returns the lines telling ev to the agent, nil when ev does
 // not concern it.
-func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths []string, names map[string]client.Identity) []string {
+func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths []string, names map[string]client.Identity, assigned bool) []string {
 	refs := ev.ReferencedEventIDs()
 	namesMine := slices.ContainsFunc(refs, func(id string) bool { return own[id] })
 	citesMine := slices.ContainsFunc(ev.Parents, func(id string) bool { return own[id] })
@@ -409,8 +434,12 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 		lines = append(lines, head(what))
 		quote("detail")
 		thread()
-	case k == correspondence.KindHandoff && near:
-		lines = append(lines, head("handed off work"))
+	case k == correspondence.KindHandoff && (near || assigned):
+		what := "handed off work"
+		if assigned {
+			what = "handed off work to you (you are the contract's assignee)"
+		}
+		lines = append(lines, head(what))
 		quote("summary")
 		quote("next_safe_action")
 		quote("handoff_id")

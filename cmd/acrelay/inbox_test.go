@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,6 +144,34 @@ func TestInboxAcrossRestarts(t *testing.T) {
 	}
 	if out, _, err := runAgent(t, newInboxCmd(), `{"hook_event_name":"BeforeAgent"}`, "--hook", "gemini"); err != nil || out != "{}\n" {
 		t.Fatalf("gemini hook, nothing new: %v %q", err, out)
+	}
+
+	// A handoff naming a contract assigned to the agent (by its display
+	// name) is news wherever it is posted; one assigned to someone else
+	// in a thread the agent never wrote in is not.
+	for i, assignee := range []string{"me", "carol"} {
+		id := uuid.NewString()
+		contract := `{"contractVersion":"1.0","handoffId":"` + id + `","idempotencyKey":"k-` + id + `","createdAt":"` +
+			time.Now().UTC().Format("2006-01-02T15:04:05Z") + `","issuer":{"id":"bob","role":"planner"},"assignee":{"id":"` + assignee +
+			`","role":"executor"},"objective":"Port the lexer tests.","scope":{"include":["tests/lexer"],"exclude":[]},"inputs":[],` +
+			`"constraints":[],"acceptance":[{"id":"AC-1","assertion":"tests pass","evidenceRequired":false}],` +
+			`"permissions":{"read":["tests/*"],"write":["tests/lexer"],"network":[],"secrets":[]},"budget":{"wallClockSeconds":86400,"maxAttempts":2},` +
+			`"escalation":{"on":[],"route":"human:lead"},"state":"proposed"}`
+		req, _ := http.NewRequest(http.MethodPut, r.url+"/v1/handoffs/"+id, strings.NewReader(contract))
+		req.Header.Set("Authorization", "Bearer "+r.adminTok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT contract: %v %v", err, resp)
+		}
+		resp.Body.Close()
+		postAs(t, r.admin, r.bob, client.At{RepositoryID: repo, ThreadID: "task:tests-" + assignee, Scope: correspondence.Scope{Paths: []string{"tests"}}},
+			client.Handoff("lexer tests, number "+strconv.Itoa(i), "read the contract", id))
+	}
+	out = inbox()
+	if !strings.Contains(out, "1 new item(s)") || !strings.Contains(out, "\n- [handoff] "+bob+" handed off work to you (you are the contract's assignee)") ||
+		!strings.Contains(out, `"lexer tests, number 0"`) || strings.Contains(out, "number 1") {
+		t.Fatalf("handoff by contract:\n%s", out)
 	}
 	// A hook never fails the client's turn: an unreachable relay is said.
 	t.Setenv("ACRELAY_URL", "http://127.0.0.1:1")
