@@ -11,6 +11,8 @@ import (
 	"time"
 
 	toml "github.com/pelletier/go-toml/v2"
+
+	"github.com/acrelay/acrelay/client"
 )
 
 // mcpEntry is the part of a client's MCP server entry that starts it.
@@ -230,7 +232,8 @@ func TestInitSetupHookAndServer(t *testing.T) {
 	if _, err := stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"setup-test","version":"0"}}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadString('\n')
 	var resp struct {
 		ID     int `json:"id"`
 		Result struct {
@@ -239,6 +242,36 @@ func TestInitSetupHookAndServer(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal([]byte(line), &resp) != nil || resp.ID != 1 || resp.Result.ServerInfo.Name == "" {
 		t.Fatalf("initialize: %v %q", err, line)
+	}
+	// The server signs as the profile says: a claim made through it is
+	// the agent's, from the profile's device.
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"claim_paths","arguments":{"repository_id":"repo:example/app","paths":["docs"],"ttl_seconds":600}}}`,
+	} {
+		if _, err := stdin.Write([]byte(msg + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		line, err = rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("claim_paths: %v", err)
+		}
+		if strings.HasPrefix(line, `{"jsonrpc":"2.0","id":2,`) {
+			break
+		}
+	}
+	if strings.Contains(line, `"isError":true`) {
+		t.Fatalf("claim_paths: %s", line)
+	}
+	prof, _ := readProfileT(t, filepath.Join(r.dir, ".acrelay", "agent.json"))
+	claims, err := r.admin.Claims(t.Context(), client.ClaimsQuery{RepositoryID: "repo:example/app", Path: "docs"})
+	if err != nil || len(claims.Claims) != 1 {
+		t.Fatalf("claims on docs: %v %s", err, claims.Raw)
+	}
+	if c := claims.Claims[0]; c.OwnerIdentityID != prof.IdentityID || c.DeviceID != prof.DeviceID {
+		t.Fatalf("the claim made through acrelay mcp has identity %s device %s; the profile says %s and %s", c.OwnerIdentityID, c.DeviceID, prof.IdentityID, prof.DeviceID)
 	}
 }
 
