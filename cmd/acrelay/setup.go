@@ -50,8 +50,9 @@ every file it writes; --print prints the diffs and writes nothing.
   claude-code  .mcp.json (mcpServers.acrelay); hooks SessionStart and
                UserPromptSubmit in .claude/settings.json
   codex        .codex/config.toml ([mcp_servers.acrelay], with env_vars
-               naming the profile's token_env, since Codex passes an MCP
-               server only an allowlist of variables; [features]
+               naming the profile's token_env and the ACRELAY_* variables
+               set when setup runs, since Codex passes an MCP server only
+               an allowlist of variables; [features]
                codex_hooks = true); hooks SessionStart and
                UserPromptSubmit in .codex/hooks.json. Codex reads a
                project's .codex/ only once the project is trusted.
@@ -417,6 +418,12 @@ func planClaude(plan *setupPlan, root string, e serverEntry, hooks bool) error {
 	return nil
 }
 
+// agentSettingEnv are the variables acrelay mcp reads its settings from
+// (docs/agents.md), in the order setup lists them.
+var agentSettingEnv = []string{"ACRELAY_PROFILE", "ACRELAY_URL", "ACRELAY_TOKEN", "ACRELAY_TOKEN_FILE", "ACRELAY_KEY_FILE",
+	"ACRELAY_PROJECT_ID", "ACRELAY_IDENTITY_ID", "ACRELAY_SIGNING_KEY_ID", "ACRELAY_DEVICE_ID", "ACRELAY_SESSION_ID",
+	"ACRELAY_KEYRING", "ACRELAY_STATE_DIR"}
+
 // codexServer is [mcp_servers.acrelay] of Codex's config.toml.
 type codexServer struct {
 	Command string            `toml:"command"`
@@ -432,8 +439,15 @@ func planCodex(plan *setupPlan, root string, e serverEntry, hooks bool) error {
 		return err
 	}
 	s := codexServer{Command: e.command, Args: []string{"mcp"}}
+	// Codex passes a server only an allowlist of variables: name the
+	// token's, and the ACRELAY_* settings set here now (names, never values).
 	if e.tokenEnv != "" {
 		s.EnvVars = []string{e.tokenEnv}
+	}
+	for _, name := range agentSettingEnv {
+		if os.Getenv(name) != "" && !slices.Contains(s.EnvVars, name) {
+			s.EnvVars = append(s.EnvVars, name)
+		}
 	}
 	if e.profileEnv != "" {
 		s.Env = map[string]string{"ACRELAY_PROFILE": e.profileEnv}

@@ -70,6 +70,7 @@ func TestSetupMergesAndIsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Setenv("ACRELAY_URL", "http://127.0.0.1:9") // Codex must be told to pass it
 	const bin = "/opt/acrelay/bin/acrelay"
 	for _, cl := range setupClients {
 		t.Run(cl, func(t *testing.T) {
@@ -143,7 +144,7 @@ func TestSetupMergesAndIsIdempotent(t *testing.T) {
 	if err := toml.Unmarshal(raw, &codex); err != nil {
 		t.Fatal(err)
 	}
-	if e := codex.MCPServers["acrelay"]; e.Command != bin || strings.Join(e.Args, " ") != "mcp" || strings.Join(e.EnvVars, ",") != "AGENT_TOKEN" {
+	if e := codex.MCPServers["acrelay"]; e.Command != bin || strings.Join(e.Args, " ") != "mcp" || strings.Join(e.EnvVars, ",") != "AGENT_TOKEN,ACRELAY_URL" {
 		t.Fatalf("codex entry: %+v\n%s", e, raw)
 	}
 
