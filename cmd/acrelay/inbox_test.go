@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -178,4 +179,40 @@ func TestInboxAcrossRestarts(t *testing.T) {
 	if out, _, err := runAgent(t, newInboxCmd(), "", "--hook", "claude-code"); err != nil || !strings.HasPrefix(out, "acrelay inbox: no news read: ") {
 		t.Fatalf("hook with the relay down: %v %q", err, out)
 	}
+}
+
+// FuzzHookEventName: whatever a client sends on a hook's standard input,
+// the event name echoed back is the default or a plain word of letters.
+func FuzzHookEventName(f *testing.F) {
+	f.Add([]byte(`{"hook_event_name":"UserPromptSubmit","session_id":"x"}`))
+	f.Add([]byte(`{"hook_event_name":"Session\"Start\n"}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got := hookEventName(strings.NewReader(string(in)), "SessionStart")
+		if got != "SessionStart" && !plainWord(got) || got == "" {
+			t.Fatalf("event name %q", got)
+		}
+	})
+}
+
+// FuzzInboxState: a state file is either refused with an error or read
+// into a usable state; it never panics, and a foreign identity's memory
+// is dropped.
+func FuzzInboxState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"identity_id":"me","repositories":{"r":{"after":"12","own_events":["sha256:x"],"threads":["t"]}}}`))
+	f.Add([]byte(`{"version":1,"identity_id":"other","repositories":{"r":{"after":"12"}}}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "agent.inbox.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := loadInboxState(path, "me")
+		if err != nil {
+			return
+		}
+		if st.Repositories == nil || st.IdentityID != "me" {
+			t.Fatalf("state %+v", st)
+		}
+	})
 }
