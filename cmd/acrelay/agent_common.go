@@ -22,14 +22,17 @@ import (
 
 // relayFlags name the relay and the bearer token.
 type relayFlags struct {
-	url       string
-	token     string
-	tokenFile string
-	keyring   string
+	url         string
+	token       string
+	tokenFile   string
+	keyring     string
+	withKeyring bool
+	prof        profileSource // the agent profile, the lowest layer (agent_profile.go)
 }
 
 func (f *relayFlags) add(cmd *cobra.Command, withKeyring bool) {
 	fs := cmd.Flags()
+	f.prof.flag, f.withKeyring = addProfileFlag(cmd), withKeyring
 	fs.StringVar(&f.url, "url", envOr("ACRELAY_URL", ""), "relay base URL, e.g. http://127.0.0.1:8080 (env ACRELAY_URL)")
 	fs.StringVar(&f.token, "token", "", "bearer token (env ACRELAY_TOKEN; prefer the env or --token-file over the command line)")
 	fs.StringVar(&f.tokenFile, "token-file", envOr("ACRELAY_TOKEN_FILE", ""), "file holding the bearer token (env ACRELAY_TOKEN_FILE)")
@@ -39,7 +42,18 @@ func (f *relayFlags) add(cmd *cobra.Command, withKeyring bool) {
 	}
 }
 
-// resolveToken applies the precedence flag, ACRELAY_TOKEN, token file.
+// applyProfile fills what flags and ACRELAY_* left empty from the agent
+// profile, when there is one.
+func (f *relayFlags) applyProfile() error {
+	p, err := f.prof.get()
+	if p != nil {
+		p.fillRelay(f)
+	}
+	return err
+}
+
+// resolveToken applies the precedence flag, ACRELAY_TOKEN, token file,
+// then the agent profile's token_file or token_env.
 func (f *relayFlags) resolveToken() (string, error) {
 	if f.token != "" {
 		return f.token, nil
@@ -54,12 +68,21 @@ func (f *relayFlags) resolveToken() (string, error) {
 		}
 		return strings.TrimSpace(string(b)), nil
 	}
-	return "", errors.New("no bearer token: set --token, ACRELAY_TOKEN or --token-file")
+	if p, err := f.prof.get(); err != nil || p != nil {
+		if err != nil {
+			return "", err
+		}
+		return p.token()
+	}
+	return "", errors.New("no bearer token: set --token, ACRELAY_TOKEN or --token-file (or an agent profile: acrelay agent init)")
 }
 
 // client builds the SDK client; stderr gets one notice when records will
 // not be verified.
 func (f *relayFlags) client(stderr io.Writer) (*client.Client, error) {
+	if err := f.applyProfile(); err != nil {
+		return nil, err
+	}
 	if f.url == "" {
 		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
 	}
@@ -86,10 +109,12 @@ type signerFlags struct {
 	keyFile   string
 	projectID string
 	sender    correspondence.Sender
+	prof      profileSource // the agent profile, the lowest layer (agent_profile.go)
 }
 
 func (f *signerFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
+	f.prof.flag = addProfileFlag(cmd)
 	fs.StringVar(&f.keyFile, "key", envOr("ACRELAY_KEY_FILE", ""), "Ed25519 private key file: PKCS#8 PEM, or a 32-byte hex/base64url seed (env ACRELAY_KEY_FILE)")
 	fs.StringVar(&f.projectID, "project-id", envOr("ACRELAY_PROJECT_ID", ""), "project UUID (env ACRELAY_PROJECT_ID)")
 	fs.StringVar(&f.sender.IdentityID, "identity-id", envOr("ACRELAY_IDENTITY_ID", ""), "sender identity UUID (env ACRELAY_IDENTITY_ID)")
@@ -98,9 +123,31 @@ func (f *signerFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.sender.SessionID, "session-id", envOr("ACRELAY_SESSION_ID", ""), "session UUID, one per run (env ACRELAY_SESSION_ID)")
 }
 
+// applyProfile fills what flags and ACRELAY_* left empty (key file,
+// project, identity, signing key and device ids) from the agent profile,
+// when there is one; a caller that settles ids itself before signer
+// (acrelay mcp's device id) calls it first.
+func (f *signerFlags) applyProfile() error {
+	p, err := f.prof.get()
+	if p != nil {
+		p.fillSigner(f)
+	}
+	return err
+}
+
 // signer loads the key; ids must all be set unless partial is true (then
 // the caller fills the rest from a core event).
 func (f *signerFlags) signer(partial bool) (*client.Signer, error) {
+	if partial {
+		// A core event's own ids win over the profile's: only the key.
+		if p, err := f.prof.get(); err != nil {
+			return nil, err
+		} else if p != nil && f.keyFile == "" {
+			f.keyFile = p.resolve(p.KeyFile)
+		}
+	} else if err := f.applyProfile(); err != nil {
+		return nil, err
+	}
 	if f.keyFile == "" {
 		return nil, errors.New("no key: set --key or ACRELAY_KEY_FILE (acrelay keygen writes one)")
 	}

@@ -94,6 +94,9 @@ type auditArgs struct {
 // optionalTokenClient is client without requiring a token: public
 // projects and feed capabilities are read without one.
 func (f *relayFlags) optionalTokenClient() (*client.Client, error) {
+	if err := f.applyProfile(); err != nil {
+		return nil, err
+	}
 	if f.url == "" {
 		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
 	}

@@ -33,6 +33,9 @@ type handoffRemote struct {
 // do sends one request and returns the body of a 2xx answer and its
 // headers; any other status is a *client.APIError wrapped in an exitError.
 func (h *handoffRemote) do(ctx context.Context, method, path string, body []byte, header http.Header) ([]byte, http.Header, error) {
+	if err := h.relay.applyProfile(); err != nil {
+		return nil, nil, &exitError{code: exitInput, err: err}
+	}
 	if h.relay.url == "" {
 		return nil, nil, &exitError{code: exitInput, err: errors.New("no relay URL: set --url or ACRELAY_URL")}
 	}

@@ -126,6 +126,14 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	if o.relay.keyring == "" {
 		logger.Info("no --keyring: records read are not verified")
 	}
+	// The profile fills the signer's ids before session() would invent a
+	// device id, and its directory is the default state dir.
+	if err := o.signer.applyProfile(); err != nil {
+		return err
+	}
+	if p, _ := o.signer.prof.get(); o.stateDir == "" && p != nil && p.path != "" {
+		o.stateDir = filepath.Dir(p.path)
+	}
 	seq, err := o.session(logger)
 	if err != nil {
 		return err
