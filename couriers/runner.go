@@ -316,9 +316,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	// worker has returned and the last cursor writes are committed (they
 	// are fenced), and only then release them.
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	_, leasesChanged := r.keeper.Held() // before Run: its first report is not missed
 	var keeper sync.WaitGroup
 	keeper.Go(func() { _ = r.keeper.Run(kctx) })
-	updates := r.keeper.Updates()
 	results := make(chan result, 64)
 	var workers, loader sync.WaitGroup
 	loader.Go(func() { r.loader.run(ctx) })
@@ -353,8 +353,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case u := <-updates:
-			r.applyLeases(ctx, u)
+		case <-leasesChanged:
+			var held lease.Set
+			held, leasesChanged = r.keeper.Held()
+			r.applyLeases(ctx, held)
 		case <-sub.Ready():
 			now := time.Now()
 			for _, a := range sub.Take() {
