@@ -3,6 +3,7 @@ module github.com/acrelay/acrelay
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	filippo.io/edwards25519 v1.2.0
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
