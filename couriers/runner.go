@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
 )
@@ -79,17 +79,10 @@ type Backoff struct {
 	Initial, Max, GiveUp time.Duration
 }
 
-// Wait returns the wait after the n-th consecutive failure (n ≥ 1).
+// Wait returns the wait after the n-th consecutive failure (n ≥ 1):
+// internal/backoff's equal jitter.
 func (b Backoff) Wait(n int) time.Duration {
-	d := b.Initial
-	for i := 1; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Policy{Initial: b.Initial, Max: b.Max}.Equal(n)
 }
 
 // Store is what a Runner needs from the store: the leases (lease.Store)
