@@ -127,9 +127,6 @@ func New(st Store, opt Options) *Keeper {
 		watches: map[*watch]bool{}}
 }
 
-// Holder is the holder id this Keeper writes in the lease rows.
-func (k *Keeper) Holder() string { return k.opt.Holder.ID }
-
 // Held returns the held set as last published, and a channel closed at
 // the next publication: after every renewal interval (the safe times
 // moved on) and whenever what is held changes. It is the one way to
