@@ -3,6 +3,7 @@ module github.com/acrelay/acrelay
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	filippo.io/edwards25519 v1.2.0
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
@@ -10,6 +11,7 @@ require (
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/uuid v1.6.0
 	github.com/gorilla/mux v1.8.1
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/jackc/puddle/v2 v2.2.3
 	github.com/knadh/koanf/parsers/yaml v1.1.1

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/wire"
 )
 
@@ -219,13 +219,11 @@ type RetryPolicy struct {
 var DefaultRetry = RetryPolicy{Initial: 200 * time.Millisecond, Max: 10 * time.Second, MaxAttempts: 10}
 
 func (p RetryPolicy) delay(attempt int, retryAfter time.Duration) time.Duration {
-	d := p.Initial << min(attempt, 30)
-	if d <= 0 || d > p.Max {
-		d = p.Max
+	initial := p.Initial
+	if initial <= 0 {
+		initial = p.Max // as before: no Initial waits up to Max
 	}
-	if d > 0 {
-		d = rand.N(d)
-	}
+	d := backoff.Policy{Initial: initial, Max: p.Max}.Full(attempt + 1)
 	if retryAfter > d {
 		d = min(retryAfter, p.Max)
 	}

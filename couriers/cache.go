@@ -36,6 +36,18 @@ const recordOverhead = 176
 // batches of at most about Options.BatchBytes, and their rendered bodies,
 // whether cached or not).
 //
+// Why not a library (the count-bounded caches of relay, ingest and the
+// SQLite store use github.com/hashicorp/golang-lru/v2): golang-lru bounds
+// entries by count, and a batch here weighs from a few KiB to megabytes,
+// so a count cannot bound the memory; the caches that weigh entries
+// (ristretto, otter) admit by a frequency sketch and enforce the budget
+// asynchronously, so an entry may be dropped ahead of its turn and the
+// total may overshoot. And golang.org/x/sync/singleflight, for the
+// coalescing of Load, takes string keys and hands every waiter the
+// loader's error (a load cut by its caller's context fails them all),
+// where Load lets a waiter whose loader failed, or whose value is not
+// fresh enough for it, load under its own context.
+//
 // Keys are any comparable values; each user keeps to a key type of its own
 // so that users never collide. Values are never copied: callers must not
 // modify what they put or get. A Cache is safe for concurrent use; the zero

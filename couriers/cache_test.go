@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -137,46 +138,48 @@ func TestCacheMatchesAnLRUModel(t *testing.T) {
 // and share its value; a failed load is not kept; a value that is not
 // fresh for a reader is loaded again.
 func TestCacheLoadIsSingleFlight(t *testing.T) {
-	c := couriers.NewCache(1 << 20)
-	ctx := context.Background()
-	var loads atomic.Int64
-	release := make(chan struct{})
-	load := func(context.Context) (any, int64, bool, error) {
-		loads.Add(1)
-		<-release
-		return "v1", 2, true, nil
-	}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			v, err := c.Load(ctx, "k", nil, load)
-			if err != nil || v != "v1" {
-				t.Errorf("Load = %v, %v", v, err)
-			}
+	synctest.Test(t, func(t *testing.T) {
+		c := couriers.NewCache(1 << 20)
+		ctx := context.Background()
+		var loads atomic.Int64
+		release := make(chan struct{})
+		load := func(context.Context) (any, int64, bool, error) {
+			loads.Add(1)
+			<-release
+			return "v1", 2, true, nil
+		}
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				v, err := c.Load(ctx, "k", nil, load)
+				if err != nil || v != "v1" {
+					t.Errorf("Load = %v, %v", v, err)
+				}
+			})
+		}
+		synctest.Wait() // all 16 are blocked: one in the load, 15 queued on it
+		close(release)
+		wg.Wait()
+		if n := loads.Load(); n != 1 {
+			t.Fatalf("%d loads for 16 concurrent readers of one key", n)
+		}
+		v, err := c.Load(ctx, "k", func(v any) bool { return v != "v1" }, func(context.Context) (any, int64, bool, error) {
+			return "v2", 2, true, nil
 		})
-	}
-	time.Sleep(50 * time.Millisecond) // let them all queue on the first load
-	close(release)
-	wg.Wait()
-	if n := loads.Load(); n != 1 {
-		t.Fatalf("%d loads for 16 concurrent readers of one key", n)
-	}
-	v, err := c.Load(ctx, "k", func(v any) bool { return v != "v1" }, func(context.Context) (any, int64, bool, error) {
-		return "v2", 2, true, nil
+		if err != nil || v != "v2" {
+			t.Fatalf("a stale value was not reloaded: %v, %v", v, err)
+		}
+		boom := errors.New("boom")
+		if _, err := c.Load(ctx, "e", nil, func(context.Context) (any, int64, bool, error) { return nil, 0, true, boom }); !errors.Is(err, boom) {
+			t.Fatalf("Load error %v", err)
+		}
+		if _, ok := c.Get("e"); ok {
+			t.Fatal("a failed load was kept")
+		}
+		if c.Bytes() != 2+couriers.CacheEntryOverhead {
+			t.Fatalf("Bytes %d", c.Bytes())
+		}
 	})
-	if err != nil || v != "v2" {
-		t.Fatalf("a stale value was not reloaded: %v, %v", v, err)
-	}
-	boom := errors.New("boom")
-	if _, err := c.Load(ctx, "e", nil, func(context.Context) (any, int64, bool, error) { return nil, 0, true, boom }); !errors.Is(err, boom) {
-		t.Fatalf("Load error %v", err)
-	}
-	if _, ok := c.Get("e"); ok {
-		t.Fatal("a failed load was kept")
-	}
-	if c.Bytes() != 2+couriers.CacheEntryOverhead {
-		t.Fatalf("Bytes %d", c.Bytes())
-	}
 }
 
 // appendBig appends n events of about 64 KiB each (64 paths of 230

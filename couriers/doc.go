@@ -34,14 +34,18 @@
 //     due-heap (container/heap) by the time it is due. An advance costs
 //     O(k) for the k targets it wakes and a failure O(log n), whatever the
 //     number of targets held (BenchmarkAdvance: flat from 1,000 to 100,000);
-//   - workers (worker.go), one per started target, read the batch after
-//     the cursor (the Cache), call Deliver under the concurrency and host
-//     limits, and hand the cursor reached to the committer. Admission
-//     (admit.go) bounds the workers alive: 4 × Concurrency (at least 64)
-//     in all and, per host, as many as its slots (healthy and slow
-//     targets counted apart); a target whose host is full waits in the
-//     host's list and starts first when the host has room, so a fan-out
-//     to 100,000 targets runs a few hundred goroutines, not 100,000;
+//   - admission (admit.go) is the one limiter of workers, under the
+//     loop's lock: 4 × Concurrency (at least 64) alive in all, and per
+//     host at most HostLimit, of which at most a quarter (slowShare) for
+//     targets whose last delivery was slow. The place it grants is the
+//     worker's host slot until its result; a target whose host is full
+//     waits in the host's list (FIFO) and starts first when the host has
+//     room, so a fan-out to 100,000 targets runs a few hundred
+//     goroutines, not 100,000;
+//   - workers (worker.go), one per admitted target, read the batch after
+//     the cursor (the Cache), call Deliver under the global Concurrency
+//     limit, hand the cursor reached to the committer, and report with
+//     their result whether their last delivery was slow;
 //   - the committer (commit.go), which group-commits cursor writes,
 //     fenced by the lease, and answers each worker.
 //
@@ -51,12 +55,14 @@
 //     cursor gets its own worker once admitted, which never waits for
 //     another target's delivery. A
 //     target that hangs holds one slot of the courier's Concurrency and
-//     one of its host's HostLimit, never more; workers queue for their
-//     host's slot before taking a global one, so one dead host cannot
-//     starve the others. A target whose last delivery took
+//     one of its host's HostLimit, never more; a worker has its host's
+//     place (its admission) before it takes a global slot, so one dead
+//     host cannot starve the others. A target whose last delivery took
 //     Options.SlowDelivery or longer gets only a quarter of its host's
-//     slots (hostslots.go), so a host's hanging targets cannot starve its
+//     places (admit.go), so a host's hanging targets cannot starve its
 //     healthy ones once each has timed out.
+//   - Every goroutine the Runner starts (keeper, loader, committer,
+//     workers, FailingReporter calls) has returned when Run returns.
 //   - A failed delivery backs off exponentially with jitter between the
 //     courier's Backoff bounds; the count and the time of the next attempt
 //     are stored (store.Couriers.RecordFailure), so a restarted process

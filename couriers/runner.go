@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/store"
 )
@@ -79,17 +79,10 @@ type Backoff struct {
 	Initial, Max, GiveUp time.Duration
 }
 
-// Wait returns the wait after the n-th consecutive failure (n ≥ 1).
+// Wait returns the wait after the n-th consecutive failure (n ≥ 1):
+// internal/backoff's equal jitter.
 func (b Backoff) Wait(n int) time.Duration {
-	d := b.Initial
-	for i := 1; i < n && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Policy{Initial: b.Initial, Max: b.Max}.Equal(n)
 }
 
 // Store is what a Runner needs from the store: the leases (lease.Store)
@@ -131,8 +124,8 @@ type Options struct {
 	// Target.Host; nil allows 4 per host, and a result < 1 means no limit.
 	HostLimit func(host string) int
 	// SlowDelivery is how long a delivery may take before its target
-	// counts as slow and gets a smaller share of its host's slots
-	// (couriers/hostslots.go); default 5s.
+	// counts as slow and gets a smaller share of its host's places
+	// (couriers/admit.go); default 5s.
 	SlowDelivery time.Duration
 	Backoff      Backoff // default 1s to 5m, no give-up
 	// DeliveryTimeout bounds one Deliver call; default 60s. A delivery's
@@ -175,14 +168,12 @@ type Runner struct {
 	refresh chan string // project ids whose targets changed
 	sem     chan struct{}
 
-	hosts *hostSlots // per-host limits (couriers/hostslots.go)
-
 	// keeper holds the leases and their safe times: no delivery runs
 	// past the safe time of the lease it started under.
 	keeper *lease.Keeper
 	loader *loader
 	commit *committer
-	admit  *admission // workers alive, per host (admit.go); under mu
+	admit  *admission // the limiter of workers, global and per host (admit.go); under mu
 
 	cache *Cache // batches shared by targets at the same cursor (couriers/cache.go)
 
@@ -237,10 +228,10 @@ func NewRunner(st Store, c Courier, opt Options) *Runner {
 	}
 	r := &Runner{st: st, courier: c, opt: opt, cache: opt.Cache, log: opt.Logger.With("courier", c.Name()),
 		refresh: make(chan string, 256), sem: make(chan struct{}, opt.Concurrency),
-		hosts: newHostSlots(opt.HostLimit, opt.SlowDelivery), projects: map[string]*project{}, inflight: map[targetKey]bool{},
+		projects: map[string]*project{}, inflight: map[targetKey]bool{},
 		commit: newCommitter(st, 2*opt.Concurrency)}
 	r.loader = newLoader(r)
-	r.admit = newAdmission(opt.HostLimit, r.hosts, opt.Concurrency)
+	r.admit = newAdmission(opt.HostLimit, opt.Concurrency)
 	r.keeper = lease.New(st, lease.Options{Name: c.Name(), Holder: id, TTL: opt.LeaseTTL,
 		Wanted: c.Projects, ListEvery: opt.Refresh, Logger: opt.Logger.With("courier", c.Name()),
 		// An advance or Refresh named a project the last listing did not
@@ -316,11 +307,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// worker has returned and the last cursor writes are committed (they
 	// are fenced), and only then release them.
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	_, leasesChanged := r.keeper.Held() // before Run: its first report is not missed
 	var keeper sync.WaitGroup
 	keeper.Go(func() { _ = r.keeper.Run(kctx) })
-	updates := r.keeper.Updates()
 	results := make(chan result, 64)
-	var workers, loader sync.WaitGroup
+	var workers, loader, reports sync.WaitGroup
 	loader.Go(func() { r.loader.run(ctx) })
 	stopCommit := make(chan struct{})
 	var committer sync.WaitGroup
@@ -334,6 +325,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		loader.Wait()
 		workers.Wait() // they may wait on the committer, which runs until now
+		reports.Wait() // FailingReporter calls: ctx has ended
 		close(stopCommit)
 		committer.Wait()
 		stopKeeper()
@@ -353,8 +345,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case u := <-updates:
-			r.applyLeases(ctx, u)
+		case <-leasesChanged:
+			var held lease.Set
+			held, leasesChanged = r.keeper.Held()
+			r.applyLeases(ctx, held)
 		case <-sub.Ready():
 			now := time.Now()
 			for _, a := range sub.Take() {
@@ -397,7 +391,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case l := <-r.loader.loaded:
 			r.applyLoad(l)
 		case res := <-results:
-			r.applyResult(ctx, res)
+			r.applyResult(ctx, res, &reports)
 		case <-wake.C:
 		}
 		r.mu.Lock()
@@ -430,7 +424,7 @@ func (r *Runner) start(ctx context.Context, t *target, results chan<- result, wo
 		return stHostWait
 	}
 	r.inflight[key] = true
-	w := worker{r: r, t: t, host: host, class: class, projectID: p.id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
+	w := &worker{r: r, t: t, host: host, class: class, projectID: p.id, lease: p.lease, ctx: p.ctx, runCtx: ctx, target: t.t, cursor: t.cursor,
 		failures: t.failures, upTo: t.retryUpTo, head: p.head, results: results}
 	workers.Go(w.run)
 	return stRunning
@@ -517,12 +511,12 @@ func (r *Runner) applyLoad(l loadResult) {
 // after a delivery (it goes idle if caught up), at the end of its backoff
 // after a failure; forgotten when gone; its project dropped when the
 // lease was lost.
-func (r *Runner) applyResult(ctx context.Context, res result) {
+func (r *Runner) applyResult(ctx context.Context, res result, reports *sync.WaitGroup) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inflight, targetKey{res.projectID, res.target})
-	r.admit.release(res.host, res.class)
+	r.admit.release(res.host, res.class, targetKey{res.projectID, res.target}, res.delivered, res.slow)
 	p := r.projects[res.projectID]
 	var cur *target
 	if p != nil {
@@ -569,7 +563,8 @@ func (r *Runner) applyResult(ctx context.Context, res result) {
 		if fr, ok := r.courier.(FailingReporter); ok && r.opt.Backoff.GiveUp > 0 && !t.reported &&
 			!t.failingSince.IsZero() && time.Since(t.failingSince) >= r.opt.Backoff.GiveUp {
 			t.reported = true
-			go fr.TargetFailing(ctx, res.projectID, t.t, t.failingSince)
+			tt, since := t.t, t.failingSince
+			reports.Go(func() { fr.TargetFailing(ctx, res.projectID, tt, since) })
 		}
 	}
 }

@@ -3,6 +3,7 @@ package couriers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/acrelay/acrelay/store"
 )
@@ -13,25 +14,29 @@ import (
 // scheduler's state: what it needs is copied in when it starts, and what
 // it reached goes back as one result.
 type worker struct {
-	r         *Runner
-	t         *target // identity only: the scheduler owns its fields
-	host      string  // its admission (admit.go)
-	class     int
-	projectID string
-	lease     store.Lease
-	ctx       context.Context // the project's: ends when its lease is lost
-	runCtx    context.Context // Run's
-	target    Target
-	cursor    int64
-	failures  int
-	upTo      int64 // > 0: the first batch ends there (a retry of a failed batch)
-	head      int64 // the project's head as known when the worker started
-	results   chan<- result
+	r     *Runner
+	t     *target // identity only: the scheduler owns its fields
+	host  string  // its admission (admit.go): its place at the host
+	class int
+	// delivered and slow: whether it made a delivery, and whether the
+	// last one took Options.SlowDelivery or longer (admit.go's slow set).
+	delivered, slow bool
+	projectID       string
+	lease           store.Lease
+	ctx             context.Context // the project's: ends when its lease is lost
+	runCtx          context.Context // Run's
+	target          Target
+	cursor          int64
+	failures        int
+	upTo            int64 // > 0: the first batch ends there (a retry of a failed batch)
+	head            int64 // the project's head as known when the worker started
+	results         chan<- result
 }
 
-func (w worker) run() {
+func (w *worker) run() {
 	res := result{t: w.t, host: w.host, class: w.class, projectID: w.projectID, target: w.target.ID}
 	res.cursor, res.failedAt, res.err = w.drain()
+	res.delivered, res.slow = w.delivered, w.slow
 	if errors.Is(res.err, errLeaseUnsafe) {
 		res.err = nil
 	}
@@ -58,7 +63,7 @@ func (w worker) run() {
 
 // drain returns the cursor reached and, on a failed delivery, the last
 // received_seq of the batch that failed.
-func (w worker) drain() (cursor, failedAt int64, err error) {
+func (w *worker) drain() (cursor, failedAt int64, err error) {
 	r := w.r
 	cursor = w.cursor
 	upTo := w.upTo
@@ -126,16 +131,10 @@ func cutBytes(recs []store.Record, limit int64) int {
 	return len(recs)
 }
 
-// deliver runs one Deliver call inside the concurrency limits.
-func (w worker) deliver(recs []store.Record) error {
+// deliver runs one Deliver call inside the global limit (the host's is
+// the worker's admission).
+func (w *worker) deliver(recs []store.Record) error {
 	r := w.r
-	// The host's slot first: a worker queued behind a slow host holds no
-	// slot of the global limit, so other hosts' targets go on.
-	slot, err := r.hosts.acquire(w.ctx, w.target.Host, targetKey{w.projectID, w.target.ID})
-	if err != nil {
-		return err
-	}
-	defer slot.release()
 	select {
 	case r.sem <- struct{}{}:
 	case <-w.ctx.Done():
@@ -150,8 +149,9 @@ func (w worker) deliver(recs []store.Record) error {
 	}
 	dctx, cancel := context.WithDeadline(w.ctx, deadline)
 	defer cancel()
-	slot.begin()
-	err = r.courier.Deliver(dctx, w.projectID, w.target, recs)
+	start := time.Now()
+	err := r.courier.Deliver(dctx, w.projectID, w.target, recs)
+	w.delivered, w.slow = true, time.Since(start) >= r.opt.SlowDelivery
 	if r.opt.OnResult != nil {
 		outcome := "delivered"
 		switch {
@@ -177,7 +177,9 @@ type result struct {
 	projectID string
 	target    string
 	cursor    int64
-	failedAt  int64              // last received_seq of the batch that failed
+	failedAt  int64 // last received_seq of the batch that failed
+	delivered bool  // it made a delivery; slow: the last took SlowDelivery or longer
+	slow      bool
 	state     *store.TargetState // after a recorded failure
 	err       error
 }

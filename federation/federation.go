@@ -202,13 +202,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.log.Warn("federation: witness key", "err", err)
 	}
 	kctx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	held, changed := m.keeper.Held() // before Run: its first report is not missed
 	var keeper sync.WaitGroup
 	keeper.Go(func() { _ = m.keeper.Run(kctx) })
 	t := time.NewTicker(m.opt.LeaseTTL / 3)
 	defer t.Stop()
 	wakes := m.st.SubscribePeerWakes()
 	defer wakes.Close()
-	var held lease.Set
 	for {
 		select {
 		case <-ctx.Done():
@@ -216,7 +216,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			stopKeeper()
 			keeper.Wait()
 			return context.Cause(ctx)
-		case held = <-m.keeper.Updates():
+		case <-changed:
+			held, changed = m.keeper.Held()
 		case <-m.wake:
 		case <-t.C:
 		case <-wakes.Ready():

@@ -18,6 +18,7 @@ import (
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -236,6 +237,7 @@ func (l *link) runBackfill(ctx context.Context) {
 		l.log.Warn("federation: registry sync", "err", err)
 	}
 	var retry time.Duration
+	failed := 0 // failed rounds in a row
 	for {
 		more, err := l.backfill(ctx)
 		if err == nil {
@@ -252,9 +254,10 @@ func (l *link) runBackfill(ctx context.Context) {
 		l.setErr(err)
 		if err != nil {
 			l.log.Warn("federation: backfill", "err", err)
-			retry = min(max(2*retry, retryMin), l.m.opt.PollInterval)
+			failed++
+			retry = backoff.Policy{Initial: retryMin, Max: l.m.opt.PollInterval}.Ceiling(failed)
 		} else {
-			retry = 0
+			failed, retry = 0, 0
 			l.witnessNow() // check the remote's checkpoint as it backfills
 		}
 		if more && err == nil {
@@ -276,7 +279,8 @@ func (l *link) runRegistry(ctx context.Context) {
 	// A remote that keeps failing is asked less often: the wait doubles
 	// from KeysInterval up to PollInterval, and only the first failure of
 	// a run is a warning (a misconfigured peer must not log every 2 s).
-	failures, wait, next := 0, time.Duration(0), time.Time{}
+	failures, next := 0, time.Time{}
+	retry := backoff.Policy{Initial: l.m.opt.KeysInterval, Max: max(l.m.opt.PollInterval, l.m.opt.KeysInterval)}
 	for {
 		select {
 		case <-ctx.Done():
@@ -293,7 +297,7 @@ func (l *link) runRegistry(ctx context.Context) {
 				return
 			}
 			failures++
-			wait = min(max(2*wait, l.m.opt.KeysInterval), max(l.m.opt.PollInterval, l.m.opt.KeysInterval))
+			wait := retry.Ceiling(failures)
 			next = time.Now().Add(wait)
 			if failures == 1 {
 				l.log.Warn("federation: registry sync", "err", err)
@@ -304,7 +308,7 @@ func (l *link) runRegistry(ctx context.Context) {
 		}
 		if failures > 0 {
 			l.log.Info("federation: registry sync recovered", "failures", failures)
-			failures, wait, next = 0, 0, time.Time{}
+			failures, next = 0, time.Time{}
 		}
 		if l.keysImported.Load() != before {
 			l.backfillNow()

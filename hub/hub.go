@@ -16,6 +16,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -80,9 +81,10 @@ type Options struct {
 	// Guard is the SSRF guard (spec/websub.md "SSRF defence") every
 	// callback is checked by at subscribe time (CheckCallbackResolved) and
 	// every verification and denial request dials through (its
-	// HTTPClient). Nil means NewGuard(GuardOptions{}): no allowlist. cmd builds
-	// it from --websub-allow-hosts and the relay's own addresses.
-	Guard  *Guard
+	// HTTPClient). Nil means ssrf.NewGuard(ssrf.GuardOptions{}): no
+	// allowlist. cmd builds it from --websub-allow-hosts and the relay's
+	// own addresses.
+	Guard  *ssrf.Guard
 	Logger *slog.Logger
 	// Authorize checks a subscribe request for projectID's topic: it
 	// returns public true for a public project (no token needed; tokenID
@@ -184,7 +186,7 @@ func New(st Store, opt Options) *Hub {
 		opt.RevokedCheck = time.Minute
 	}
 	if opt.Guard == nil {
-		opt.Guard, _ = NewGuard(GuardOptions{}) // the zero options always validate
+		opt.Guard, _ = ssrf.NewGuard(ssrf.GuardOptions{}) // the zero options always validate
 	}
 	return &Hub{st: st, opt: opt, limits: opt.Limits.withDefaults(), log: opt.Logger.With("component", "websub_hub"), client: opt.Guard.HTTPClient(),
 		public: strings.TrimRight(opt.PublicURL, "/"),

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
 )
@@ -59,7 +61,8 @@ var _ Store = store.Store(nil)
 // Options tune an Ingester. The zero value is the default.
 type Options struct {
 	// KeyCacheSize bounds the key cache (entries); 0 means
-	// DefaultKeyCacheSize. When full, the cache starts over empty.
+	// DefaultKeyCacheSize. When full, the least recently used key is
+	// evicted.
 	KeyCacheSize int
 }
 
@@ -265,19 +268,20 @@ type keyFacts struct {
 	pub                   ed25519.PublicKey
 }
 
-// keyCache caches keyFacts by (project, signing key id), at most max.
+// keyCache caches keyFacts by (project, signing key id), at most max,
+// least recently used evicted first.
 type keyCache struct {
-	max int
-	mu  sync.Mutex
-	m   map[string]keyFacts
+	max  int
+	once sync.Once
+	lru  *lru.Cache[keyCacheKey, keyFacts]
 }
 
+type keyCacheKey struct{ projectID, keyID string }
+
 func (c *keyCache) get(ctx context.Context, st Store, projectID, id string) (keyFacts, error) {
-	cacheKey := projectID + "/" + id
-	c.mu.Lock()
-	f, ok := c.m[cacheKey]
-	c.mu.Unlock()
-	if ok {
+	c.once.Do(func() { c.lru, _ = lru.New[keyCacheKey, keyFacts](max(c.max, 1)) })
+	cacheKey := keyCacheKey{projectID, id}
+	if f, ok := c.lru.Get(cacheKey); ok {
 		return f, nil
 	}
 	k, err := st.GetKey(ctx, projectID, id)
@@ -288,12 +292,7 @@ func (c *keyCache) get(ctx context.Context, st Store, projectID, id string) (key
 	if err != nil {
 		return keyFacts{}, store.ErrNotFound // a stored key that cannot verify anything
 	}
-	f = keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[string]keyFacts)
-	}
-	c.m[cacheKey] = f
-	c.mu.Unlock()
+	f := keyFacts{projectID: k.ProjectID, identityID: k.IdentityID, pub: pub}
+	c.lru.Add(cacheKey, f)
 	return f, nil
 }

@@ -40,6 +40,18 @@
 //     out its own dead leases, and whatever the dead process still had in
 //     flight is refused by the fence (store.ErrLeaseLost).
 //
+// How it is built: Run owns a small state (keeping: what is held, what is
+// known held elsewhere until when, which of those lapse when, which
+// projects Check said are idle) and turns each event into one method of
+// it — tick at every renewal interval (renew, list, take, publish), want
+// for requests, lapse when a lease held elsewhere lapses. Held is the one
+// way to observe the result: the set as last published and a channel
+// closed at the next publication; Deadline and Context bound work by it.
+// Safe times are read on Options.Now (the real clock unless a test
+// injects one); TestFencingInvariant checks the guarantee above as a
+// property over holders that start, stop, crash, stall and run on skewed
+// clocks, on both engines.
+//
 // What it does not guarantee: that two processes never act at once. A
 // process that is paused (a stopped VM, a swapped-out process) past its
 // safe time may still complete a send it started before; only writes to

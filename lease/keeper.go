@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acrelay/acrelay/store"
@@ -42,6 +41,11 @@ type Options struct {
 	// last listing did not include is taken (has it work at all?).
 	Check  func(ctx context.Context, projectID string) bool
 	Logger *slog.Logger
+	// Now is the local clock the safe times are read on (package doc);
+	// time.Now when nil. Tests inject a clock that runs fast, slow or
+	// offset. The renewal interval and the call timeouts are measured on
+	// the runtime's timers whatever the clock.
+	Now func() time.Time
 }
 
 // Held is a held lease and its local safe time (package doc).
@@ -63,22 +67,22 @@ func (s Set) Find(projectID string) (Held, bool) {
 }
 
 // Keeper takes and renews the leases of one name for one holder (package
-// doc). Run it once; Updates, Want, Deadline and Held may be called from
+// doc). Run it once; Held, Want, Deadline and Context may be called from
 // any goroutine.
 type Keeper struct {
 	st      Store
 	opt     Options
 	log     *slog.Logger
-	margin  time.Duration
-	timeout time.Duration // each store call's
+	now     func() time.Time
+	margin  time.Duration // the safety margin: a quarter of the lease
+	timeout time.Duration // each store call's: a fifth of the lease
 
-	want    chan wantReq
-	updates chan Set
-	held    atomic.Pointer[Set]
+	want chan wantReq
 
-	watchMu sync.Mutex
-	watches map[*watch]bool // Context's: checked at every publish
+	mu      sync.Mutex
+	held    Set             // as last published
 	changed chan struct{}   // closed (and replaced) at every publish
+	watches map[*watch]bool // Context's: checked at every publish
 }
 
 // watch is one Context: cancelled when its lease is no longer held under
@@ -112,28 +116,26 @@ func New(st Store, opt Options) *Keeper {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	k := &Keeper{st: st, opt: opt, log: opt.Logger.With("lease", opt.Name),
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Keeper{st: st, opt: opt, log: opt.Logger.With("lease", opt.Name), now: opt.Now,
 		margin: opt.TTL / 4, timeout: opt.TTL / 5,
-		want: make(chan wantReq, 256), updates: make(chan Set, 1)}
-	k.held.Store(&Set{})
-	k.watches = map[*watch]bool{}
-	k.changed = make(chan struct{})
-	return k
+		want:    make(chan wantReq, 256),
+		held:    Set{},
+		changed: make(chan struct{}),
+		watches: map[*watch]bool{}}
 }
 
-// Holder is the holder id this Keeper writes in the lease rows.
-func (k *Keeper) Holder() string { return k.opt.Holder.ID }
-
-// CallTimeout is the timeout of each of the keeper's store calls: a
-// fifth of the lease, shorter than the safety margin (a quarter).
-func (k *Keeper) CallTimeout() time.Duration { return k.timeout }
-
-// Updates carries the held set after every change; only the newest is
-// kept, so a slow reader misses nothing but intermediate states.
-func (k *Keeper) Updates() <-chan Set { return k.updates }
-
-// Held returns the set as last published.
-func (k *Keeper) Held() Set { return *k.held.Load() }
+// Held returns the held set as last published, and a channel closed at
+// the next publication: after every renewal interval (the safe times
+// moved on) and whenever what is held changes. It is the one way to
+// follow the set: read it, wait on the channel, read it again.
+func (k *Keeper) Held() (Set, <-chan struct{}) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held, k.changed
+}
 
 // Want asks for projectID's lease soon (an advance or a new target named
 // it). force reads its lease row again even if it was last seen held
@@ -151,8 +153,9 @@ func (k *Keeper) Want(projectID string, force bool) {
 // lease is not held under that fence, or its safe time has passed: start
 // nothing.
 func (k *Keeper) Deadline(lease store.Lease, timeout time.Duration) (deadline time.Time, ok bool) {
-	h, found := k.Held().Find(lease.ProjectID)
-	now := time.Now()
+	s, _ := k.Held()
+	h, found := s.Find(lease.ProjectID)
+	now := k.now()
 	if !found || h.Fence != lease.Fence || !now.Before(h.SafeUntil) {
 		return time.Time{}, false
 	}
@@ -163,24 +166,6 @@ func (k *Keeper) Deadline(lease store.Lease, timeout time.Duration) (deadline ti
 	return d, true
 }
 
-// WithDeadline returns ctx bounded by Deadline(lease, timeout); when the
-// lease is not safe, the returned context is already done.
-func (k *Keeper) WithDeadline(ctx context.Context, lease store.Lease, timeout time.Duration) (context.Context, context.CancelFunc) {
-	d, ok := k.Deadline(lease, timeout)
-	if !ok {
-		d = time.Now()
-	}
-	return context.WithDeadline(ctx, d)
-}
-
-// Changed returns a channel closed at the keeper's next report (after
-// every renewal interval, and whenever what it holds changes).
-func (k *Keeper) Changed() <-chan struct{} {
-	k.watchMu.Lock()
-	defer k.watchMu.Unlock()
-	return k.changed
-}
-
 // Context returns a context for long-running work under lease (a
 // federation link): it ends, with cause ErrLeaseUnsafe, as soon as lease
 // is no longer held under its fence, or when its safe time passes
@@ -189,26 +174,26 @@ func (k *Keeper) Changed() <-chan struct{} {
 func (k *Keeper) Context(parent context.Context, lease store.Lease) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w := &watch{lease: lease, cancel: cancel}
-	k.watchMu.Lock()
+	k.mu.Lock()
 	k.watches[w] = true
-	k.check(w, k.Held())
-	k.watchMu.Unlock()
+	k.check(w)
+	k.mu.Unlock()
 	return ctx, func() {
-		k.watchMu.Lock()
+		k.mu.Lock()
 		delete(k.watches, w)
 		if w.timer != nil {
 			w.timer.Stop()
 		}
-		k.watchMu.Unlock()
+		k.mu.Unlock()
 		cancel(context.Canceled)
 	}
 }
 
-// check ends w unless its lease is held and safe in s, else arms its
-// timer for the lease's safe time. Called with watchMu held.
-func (k *Keeper) check(w *watch, s Set) {
-	h, ok := s.Find(w.lease.ProjectID)
-	wait := time.Until(h.SafeUntil)
+// check ends w unless its lease is held and safe in k.held, else arms its
+// timer for the lease's safe time. Called with k.mu held.
+func (k *Keeper) check(w *watch) {
+	h, ok := k.held.Find(w.lease.ProjectID)
+	wait := h.SafeUntil.Sub(k.now())
 	if !ok || h.Fence != w.lease.Fence || wait <= 0 {
 		w.cancel(ErrLeaseUnsafe)
 		return
@@ -220,6 +205,24 @@ func (k *Keeper) check(w *watch, s Set) {
 	}
 }
 
+// publish stores held as the published set, ends or re-arms the
+// Contexts, and closes the channel Held returned.
+func (k *Keeper) publish(held map[string]Held) {
+	s := make(Set, 0, len(held))
+	for _, h := range held {
+		s = append(s, h)
+	}
+	slices.SortFunc(s, func(a, b Held) int { return strings.Compare(a.ProjectID, b.ProjectID) })
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held = s
+	for w := range k.watches {
+		k.check(w)
+	}
+	close(k.changed)
+	k.changed = make(chan struct{})
+}
+
 // call bounds one store call by the keeper's call timeout.
 func (k *Keeper) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, k.timeout)
@@ -227,179 +230,230 @@ func (k *Keeper) call(ctx context.Context) (context.Context, context.CancelFunc)
 
 // Run keeps the leases until ctx ends, then releases them and returns
 // nil. It reclaims the holder's live leases first when the identity is
-// its predecessor's.
+// its predecessor's. Each event is one method of the keeping state: a
+// renewal interval (tick), requests (want), a lease held elsewhere
+// lapsing (lapse).
 func (k *Keeper) Run(ctx context.Context) error {
-	name, holder, ttl := k.opt.Name, k.opt.Holder.ID, k.opt.TTL
-	held := map[string]Held{}
-	busy := map[string]time.Time{} // project → local time until which another holder keeps it
-	// lapse: project → local time its lease held elsewhere lapses, for a
-	// lease whose holder did not renew it when due (take): read again
-	// and taken at that instant, not at the next interval.
-	lapse := map[string]time.Time{}
-	idle := map[string]time.Time{} // project → when Check last said it has no work
-	var wanted map[string]bool
-	var listedAt time.Time
-	defer func() {
-		ids := make([]string, 0, len(held))
-		for id := range held {
-			ids = append(ids, id)
+	s := &keeping{k: k, held: map[string]Held{}, busy: map[string]time.Time{},
+		lapses: map[string]time.Time{}, idle: map[string]time.Time{}}
+	defer s.release(ctx)
+	renew := !s.reclaim(ctx) // the reclaim just renewed what it returned
+	s.tick(ctx, renew)
+	ticker := time.NewTicker(k.opt.TTL / 3)
+	defer ticker.Stop()
+	for {
+		lapsed, stop := s.nextLapse()
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case <-lapsed:
+			s.lapse(ctx)
+		case w := <-k.want:
+			reqs := []wantReq{w}
+			for len(k.want) > 0 {
+				reqs = append(reqs, <-k.want)
+			}
+			s.want(ctx, reqs)
+		case <-ticker.C:
+			s.tick(ctx, true)
 		}
-		clear(held)
-		k.publish(held) // nothing is held any more: work under the leases ends
-		if len(ids) == 0 {
-			return
-		}
-		rctx, cancel := k.call(context.WithoutCancel(ctx))
-		defer cancel()
-		if err := k.st.ReleaseLeases(rctx, name, holder, ids); err != nil {
-			k.log.Warn("release leases", "err", err)
-		}
-	}()
-	add := func(ls []store.Lease, start time.Time) {
-		safe := start.Add(ttl - k.margin)
-		for _, l := range ls {
-			held[l.ProjectID] = Held{Lease: l, SafeUntil: safe}
-			delete(busy, l.ProjectID)
-			delete(lapse, l.ProjectID)
-		}
+		stop()
 	}
-	if k.opt.Holder.Reclaim {
-		start := time.Now()
-		cctx, cancel := k.call(ctx)
-		ls, err := k.st.ReclaimLeases(cctx, name, holder, ttl)
+}
+
+// keeping is a running Keeper's state, owned by Run's goroutine. A
+// project is in at most one of held and busy.
+type keeping struct {
+	k    *Keeper
+	held map[string]Held
+	// busy: project → local time until which another holder keeps it
+	// (not read again before, unless a Want forces it).
+	busy map[string]time.Time
+	// lapses: project → local time its lease held elsewhere lapses, for
+	// a lease whose holder did not renew it when due: read again and
+	// taken at that instant, not at the next interval.
+	lapses map[string]time.Time
+	// idle: project → when Check last said it has no work.
+	idle     map[string]time.Time
+	wanted   map[string]bool // as last listed
+	listedAt time.Time
+}
+
+// reclaim takes back the holder's live leases when the identity is its
+// predecessor's, and reports whether it did so.
+func (s *keeping) reclaim(ctx context.Context) bool {
+	k := s.k
+	if !k.opt.Holder.Reclaim {
+		return false
+	}
+	start := k.now()
+	cctx, cancel := k.call(ctx)
+	ls, err := k.st.ReclaimLeases(cctx, k.opt.Name, k.opt.Holder.ID, k.opt.TTL)
+	cancel()
+	if err != nil {
+		k.log.Warn("reclaim leases", "err", err)
+		return true
+	}
+	s.add(ls, start)
+	if len(ls) > 0 {
+		k.log.Info("leases reclaimed", "leases", len(ls))
+	}
+	return true
+}
+
+// tick is a renewal interval: renew what is held (unless renew is
+// false), list the wanted projects when the listing is due, read and
+// take those not held, and publish (the safe times moved on).
+func (s *keeping) tick(ctx context.Context, renew bool) {
+	k := s.k
+	now := k.now()
+	if renew && len(s.held) > 0 {
+		s.renew(ctx, now)
+	}
+	if s.listedAt.IsZero() || now.Sub(s.listedAt) >= k.opt.ListEvery {
+		cctx, cancel := context.WithTimeout(ctx, max(k.timeout, 5*time.Second))
+		ps, err := k.opt.Wanted(cctx)
 		cancel()
 		if err != nil {
-			k.log.Warn("reclaim leases", "err", err)
+			if ctx.Err() == nil {
+				k.log.Warn("list wanted", "err", err)
+			}
 		} else {
-			add(ls, start)
-			if len(ls) > 0 {
-				k.log.Info("leases reclaimed", "leases", len(ls))
+			s.wanted, s.listedAt = make(map[string]bool, len(ps)), now
+			for _, id := range ps {
+				s.wanted[id] = true
 			}
 		}
 	}
-	tick := time.NewTicker(ttl / 3)
-	defer tick.Stop()
-	for first := true; ; first = false {
-		var ask []wantReq
-		isTick := first
-		var lapsed <-chan time.Time
-		var lapseTimer *time.Timer
-		if next, ok := earliest(lapse); ok {
-			lapseTimer = time.NewTimer(max(time.Until(next), minLapseWait))
-			lapsed = lapseTimer.C
+	reqs := make([]wantReq, 0, len(s.wanted))
+	for id := range s.wanted {
+		reqs = append(reqs, wantReq{id: id})
+	}
+	s.probe(ctx, reqs, now)
+	s.forget(now)
+	k.publish(s.held)
+}
+
+// want handles requests (Want): the leases it takes are published; a
+// request that changes nothing (an advance of a project held elsewhere)
+// publishes nothing.
+func (s *keeping) want(ctx context.Context, reqs []wantReq) {
+	now := s.k.now()
+	took := s.probe(ctx, reqs, now)
+	s.forget(now)
+	if took {
+		s.k.publish(s.held)
+	}
+}
+
+// lapse reads again, and takes, the leases held elsewhere whose lapse
+// time has come.
+func (s *keeping) lapse(ctx context.Context) {
+	now := s.k.now()
+	var reqs []wantReq
+	for id, at := range s.lapses {
+		if !now.Before(at) {
+			reqs = append(reqs, wantReq{id: id})
+			delete(s.lapses, id)
 		}
-		if !first {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-lapsed:
-				now := time.Now()
-				for id, at := range lapse {
-					if !now.Before(at) {
-						ask = append(ask, wantReq{id: id})
-						delete(lapse, id)
-					}
-				}
-			case w := <-k.want:
-				ask = append(ask, w)
-			drain:
-				for {
-					select {
-					case w := <-k.want:
-						ask = append(ask, w)
-					default:
-						break drain
-					}
-				}
-			case <-tick.C:
-				isTick = true
-			}
+	}
+	s.want(ctx, reqs)
+}
+
+// nextLapse returns a channel that fires at the earliest lapse (nil when
+// none is expected), and the function that stops its timer.
+func (s *keeping) nextLapse() (<-chan time.Time, func()) {
+	var next time.Time
+	for _, at := range s.lapses {
+		if next.IsZero() || at.Before(next) {
+			next = at
 		}
-		if lapseTimer != nil {
-			lapseTimer.Stop()
+	}
+	if next.IsZero() {
+		return nil, func() {}
+	}
+	t := time.NewTimer(max(next.Sub(s.k.now()), minLapseWait))
+	return t.C, func() { t.Stop() }
+}
+
+// probe reads and takes, in chunks, the projects of reqs that are not
+// held, not known busy (unless forced) and, when not listed, have work
+// (Check, asked at most once per renewal interval per project). It
+// reports whether it took any lease.
+func (s *keeping) probe(ctx context.Context, reqs []wantReq, now time.Time) bool {
+	k, ttl := s.k, s.k.opt.TTL
+	var ids []string
+	seen := map[string]bool{}
+	for _, w := range reqs {
+		if _, ok := s.held[w.id]; ok || seen[w.id] {
+			continue
 		}
-		now := time.Now()
-		if isTick {
-			if len(held) > 0 && !(first && k.opt.Holder.Reclaim) {
-				k.renew(ctx, held, now)
-			}
-			if listedAt.IsZero() || now.Sub(listedAt) >= k.opt.ListEvery {
-				cctx, cancel := context.WithTimeout(ctx, max(k.timeout, 5*time.Second))
-				ps, err := k.opt.Wanted(cctx)
-				cancel()
-				if err != nil {
-					if ctx.Err() == nil {
-						k.log.Warn("list wanted", "err", err)
-					}
-				} else {
-					wanted, listedAt = make(map[string]bool, len(ps)), now
-					for _, id := range ps {
-						wanted[id] = true
-					}
-				}
-			}
-			for id := range wanted {
-				ask = append(ask, wantReq{id: id})
-			}
+		if until, ok := s.busy[w.id]; ok && !w.force && now.Before(until) {
+			continue // held elsewhere: not even read until it may have lapsed
 		}
-		var probe []string
-		seen := map[string]bool{}
-		for _, w := range ask {
-			if _, ok := held[w.id]; ok || seen[w.id] {
+		if !s.wanted[w.id] && k.opt.Check != nil {
+			// Asked for by an advance: at most one Check per project
+			// per renewal interval (a busy project with no targets
+			// must not cost a read per append).
+			if at, ok := s.idle[w.id]; ok && !w.force && now.Sub(at) < ttl/3 {
 				continue
 			}
-			if until, ok := busy[w.id]; ok && !w.force && now.Before(until) {
-				continue // held elsewhere: not even read until it may have lapsed
+			if !k.opt.Check(ctx, w.id) {
+				s.idle[w.id] = now
+				continue
 			}
-			if !wanted[w.id] && k.opt.Check != nil {
-				// Asked for by an advance: at most one Check per project
-				// per renewal interval (a busy project with no targets
-				// must not cost a read per append).
-				if at, ok := idle[w.id]; ok && !w.force && now.Sub(at) < ttl/3 {
-					continue
-				}
-				if !k.opt.Check(ctx, w.id) {
-					idle[w.id] = now
-					continue
-				}
-				delete(idle, w.id)
-			}
-			seen[w.id] = true
-			probe = append(probe, w.id)
+			delete(s.idle, w.id)
 		}
-		slices.Sort(probe)
-		// Reported after every renewal interval (safe times moved on) and
-		// whenever a lease was taken; not after a request that changed
-		// nothing (an advance of a project held elsewhere).
-		report := isTick
-		for len(probe) > 0 && ctx.Err() == nil {
-			chunk := probe[:min(len(probe), takeChunk)]
-			probe = probe[len(chunk):]
-			if k.take(ctx, chunk, held, busy, lapse, add) {
-				report = true
-			}
+		seen[w.id] = true
+		ids = append(ids, w.id)
+	}
+	slices.Sort(ids)
+	took := false
+	for chunk := range slices.Chunk(ids, takeChunk) {
+		if ctx.Err() != nil {
+			break
 		}
-		for id, at := range idle {
-			if now.Sub(at) >= ttl {
-				delete(idle, id)
-			}
+		if s.take(ctx, chunk) {
+			took = true
 		}
-		for id, until := range busy {
-			if now.After(until.Add(ttl)) && !wanted[id] {
-				delete(busy, id) // forget projects nobody asks for any more
-				delete(lapse, id)
-			}
+	}
+	return took
+}
+
+// forget drops what is no longer worth remembering: Check answers older
+// than a lease, and projects held elsewhere that nobody lists any more.
+func (s *keeping) forget(now time.Time) {
+	ttl := s.k.opt.TTL
+	for id, at := range s.idle {
+		if now.Sub(at) >= ttl {
+			delete(s.idle, id)
 		}
-		if report {
-			k.publish(held)
+	}
+	for id, until := range s.busy {
+		if now.After(until.Add(ttl)) && !s.wanted[id] {
+			delete(s.busy, id)
+			delete(s.lapses, id)
 		}
 	}
 }
 
-// renew extends every held lease in one store call; leases that the call
-// does not return, or whose safe time passes without a renewal, are
-// dropped.
-func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Time) {
+// add records leases taken or renewed by a store call started at start
+// (local clock): their safe time is start + TTL - margin.
+func (s *keeping) add(ls []store.Lease, start time.Time) {
+	safe := start.Add(s.k.opt.TTL - s.k.margin)
+	for _, l := range ls {
+		s.held[l.ProjectID] = Held{Lease: l, SafeUntil: safe}
+		delete(s.busy, l.ProjectID)
+		delete(s.lapses, l.ProjectID)
+	}
+}
+
+// renew extends every held lease in one store call started at start;
+// leases that the call does not return, or whose safe time passes
+// without a renewal, are dropped.
+func (s *keeping) renew(ctx context.Context, start time.Time) {
+	k := s.k
 	cctx, cancel := k.call(ctx)
 	ls, err := k.st.RenewLeases(cctx, k.opt.Name, k.opt.Holder.ID, k.opt.TTL)
 	cancel()
@@ -407,10 +461,10 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 		if ctx.Err() == nil {
 			k.log.Warn("renew leases", "err", err)
 		}
-		now := time.Now()
-		for id, h := range held {
+		now := k.now()
+		for id, h := range s.held {
 			if !now.Before(h.SafeUntil) {
-				delete(held, id)
+				delete(s.held, id)
 			}
 		}
 		return
@@ -418,15 +472,15 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 	safe := start.Add(k.opt.TTL - k.margin)
 	kept := make(map[string]bool, len(ls))
 	for _, l := range ls {
-		if h, ok := held[l.ProjectID]; ok && h.Fence == l.Fence {
-			held[l.ProjectID] = Held{Lease: l, SafeUntil: safe}
+		if h, ok := s.held[l.ProjectID]; ok && h.Fence == l.Fence {
+			s.held[l.ProjectID] = Held{Lease: l, SafeUntil: safe}
 			kept[l.ProjectID] = true
 		}
 	}
-	for id := range held {
+	for id := range s.held {
 		if !kept[id] {
 			k.log.Info("lease lost", "project_id", id)
-			delete(held, id)
+			delete(s.held, id)
 		}
 	}
 }
@@ -434,9 +488,10 @@ func (k *Keeper) renew(ctx context.Context, held map[string]Held, start time.Tim
 // take reads the lease rows of ids and takes those that are free or
 // expired (or this holder's own); the others are remembered as busy until
 // they may lapse, and those whose holder did not renew them when due (less
-// than two thirds of the lease left: a holder renews every third) in lapse
+// than two thirds of the lease left: a holder renews every third) in lapses
 // with the instant they lapse. It reports whether it took any.
-func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, busy, lapse map[string]time.Time, add func([]store.Lease, time.Time)) bool {
+func (s *keeping) take(ctx context.Context, ids []string) bool {
+	k, ttl := s.k, s.k.opt.TTL
 	cctx, cancel := k.call(ctx)
 	states, err := k.st.LeaseStates(cctx, k.opt.Name, ids)
 	cancel()
@@ -446,21 +501,21 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		}
 		return false
 	}
-	read := time.Now()
+	read := k.now()
 	free := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		free[id] = true
 	}
-	for _, s := range states {
-		if s.ExpiresIn > 0 && s.Holder != k.opt.Holder.ID {
+	for _, st := range states {
+		if st.ExpiresIn > 0 && st.Holder != k.opt.Holder.ID {
 			// Read again when it may lapse, and at least every renewal
 			// interval: a holder that stops cleanly releases early.
-			free[s.ProjectID] = false
-			busy[s.ProjectID] = read.Add(min(s.ExpiresIn, k.opt.TTL/3))
-			if s.ExpiresIn < 2*k.opt.TTL/3 {
-				lapse[s.ProjectID] = read.Add(s.ExpiresIn)
+			free[st.ProjectID] = false
+			s.busy[st.ProjectID] = read.Add(min(st.ExpiresIn, ttl/3))
+			if st.ExpiresIn < 2*ttl/3 {
+				s.lapses[st.ProjectID] = read.Add(st.ExpiresIn)
 			} else {
-				delete(lapse, s.ProjectID)
+				delete(s.lapses, st.ProjectID)
 			}
 		}
 	}
@@ -473,9 +528,9 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 	if len(takeable) == 0 {
 		return false
 	}
-	start := time.Now()
+	start := k.now()
 	cctx, cancel = k.call(ctx)
-	ls, err := k.st.AcquireLeases(cctx, k.opt.Name, k.opt.Holder.ID, takeable, k.opt.TTL)
+	ls, err := k.st.AcquireLeases(cctx, k.opt.Name, k.opt.Holder.ID, takeable, ttl)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -483,14 +538,14 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 		}
 		return false
 	}
-	add(ls, start)
+	s.add(ls, start)
 	got := make(map[string]bool, len(ls))
 	for _, l := range ls {
 		got[l.ProjectID] = true
 	}
 	for _, id := range takeable {
 		if !got[id] { // another holder was quicker: read again later
-			busy[id] = start.Add(k.opt.TTL / 3)
+			s.busy[id] = start.Add(ttl / 3)
 		}
 	}
 	if len(ls) > 0 {
@@ -499,44 +554,31 @@ func (k *Keeper) take(ctx context.Context, ids []string, held map[string]Held, b
 	return len(ls) > 0
 }
 
+// release ends the keeping: nothing is held any more (work under the
+// leases ends, Contexts end), then the leases are released so that
+// another holder takes them at once.
+func (s *keeping) release(ctx context.Context) {
+	k := s.k
+	ids := make([]string, 0, len(s.held))
+	for id := range s.held {
+		ids = append(ids, id)
+	}
+	clear(s.held)
+	k.publish(s.held)
+	if len(ids) == 0 {
+		return
+	}
+	rctx, cancel := k.call(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := k.st.ReleaseLeases(rctx, k.opt.Name, k.opt.Holder.ID, ids); err != nil {
+		k.log.Warn("release leases", "err", err)
+	}
+}
+
 // minLapseWait is the least wait before a lapsing lease is read again (the
 // database's clock may still show it live for a moment).
 const minLapseWait = 20 * time.Millisecond
 
-// earliest returns the earliest instant of m.
-func earliest(m map[string]time.Time) (time.Time, bool) {
-	var next time.Time
-	for _, at := range m {
-		if next.IsZero() || at.Before(next) {
-			next = at
-		}
-	}
-	return next, !next.IsZero()
-}
-
 // takeChunk bounds the projects one read-and-take handles, so that each
 // store call stays well within the call timeout.
 const takeChunk = 100
-
-// publish stores the held set and reports it on Updates, replacing an
-// unread report.
-func (k *Keeper) publish(held map[string]Held) {
-	s := make(Set, 0, len(held))
-	for _, h := range held {
-		s = append(s, h)
-	}
-	slices.SortFunc(s, func(a, b Held) int { return strings.Compare(a.ProjectID, b.ProjectID) })
-	k.held.Store(&s)
-	k.watchMu.Lock()
-	for w := range k.watches {
-		k.check(w, s)
-	}
-	close(k.changed)
-	k.changed = make(chan struct{})
-	k.watchMu.Unlock()
-	select {
-	case <-k.updates:
-	default:
-	}
-	k.updates <- s
-}

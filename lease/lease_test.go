@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/acrelay/acrelay/internal/teststore"
@@ -14,14 +15,50 @@ import (
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitHeld waits, on the keeper's publications, until cond holds of the
+// held set, and returns that set.
+func waitHeld(t *testing.T, k *lease.Keeper, what string, cond func(lease.Set) bool) lease.Set {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
+	timeout := time.After(30 * time.Second)
+	for {
+		s, changed := k.Held()
+		if cond(s) {
+			return s
+		}
+		select {
+		case <-changed:
+		case <-timeout:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holds is the waitHeld condition "projectID's lease is held".
+func holds(projectID string) func(lease.Set) bool {
+	return func(s lease.Set) bool { _, ok := s.Find(projectID); return ok }
+}
+
+// held is the keeper's held set now.
+func held(k *lease.Keeper) lease.Set {
+	s, _ := k.Held()
+	return s
+}
+
+// chanCtx is a context that ends at the keeper's next publication.
+func chanCtx(k *lease.Keeper) context.Context {
+	_, changed := k.Held()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-changed; cancel() }()
+	return ctx
+}
+
+// waitDone waits until ctx ends.
+func waitDone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -90,15 +127,17 @@ func TestKeeperReadsBeforeTaking(t *testing.T) {
 		k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: ttl,
 			Wanted: func(context.Context) ([]string, error) { return []string{p1, p2}, nil }, ListEvery: time.Millisecond})
 		stop := run(t, k.Run)
-		waitFor(t, "p1's lease", func() bool { _, ok := k.Held().Find(p1); return ok })
-		time.Sleep(ttl) // three intervals
-		if _, ok := k.Held().Find(p2); ok {
+		waitHeld(t, k, "p1's lease", holds(p1))
+		for range 3 { // three intervals: each publishes
+			waitDone(t, chanCtx(k), "the next renewal interval")
+		}
+		if _, ok := held(k).Find(p2); ok {
 			t.Fatal("took a lease another holder keeps")
 		}
 		if n := st.acquires.Load(); n != 1 {
 			t.Fatalf("%d acquisitions, want 1 (p1 only; p2 is read, not asked for)", n)
 		}
-		h, _ := k.Held().Find(p1)
+		h, _ := held(k).Find(p1)
 		if d, ok := k.Deadline(h.Lease, time.Hour); !ok || !d.Equal(h.SafeUntil) || time.Until(d) > ttl {
 			t.Fatalf("deadline %v %v for a 1h timeout, want the safe time %v", d, ok, h.SafeUntil)
 		}
@@ -110,7 +149,7 @@ func TestKeeperReadsBeforeTaking(t *testing.T) {
 		if err := st.ReleaseLeases(ctx, "job", "other", []string{p2}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "p2's lease after its release", func() bool { _, ok := k.Held().Find(p2); return ok })
+		waitHeld(t, k, "p2's lease after its release", holds(p2))
 		if lctx.Err() != nil {
 			t.Fatalf("the lease context ended while the lease is renewed: %v", context.Cause(lctx))
 		}
@@ -119,12 +158,12 @@ func TestKeeperReadsBeforeTaking(t *testing.T) {
 		st.noRelease.Store(true)
 		stop()
 		st.noRelease.Store(false)
-		waitFor(t, "the lease context to end with the keeper", func() bool { return lctx.Err() != nil })
+		waitDone(t, lctx, "the lease context to end with the keeper")
 		k2 := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me", Reclaim: true}, TTL: time.Hour,
 			Wanted: func(context.Context) ([]string, error) { return []string{p1, p2}, nil }})
 		run(t, k2.Run)
-		waitFor(t, "both leases reclaimed", func() bool { return len(k2.Held()) == 2 })
-		if got, _ := k2.Held().Find(p1); got.Fence != h.Fence+1 {
+		set := waitHeld(t, k2, "both leases reclaimed", func(s lease.Set) bool { return len(s) == 2 })
+		if got, _ := set.Find(p1); got.Fence != h.Fence+1 {
 			t.Fatalf("reclaimed p1 under fence %d, want %d", got.Fence, h.Fence+1)
 		}
 		if err := st.AdvanceCursor(ctx, h.Lease, "t", 1); err == nil {
@@ -138,13 +177,13 @@ func TestKeeperReadsBeforeTaking(t *testing.T) {
 func TestSingleRunsWorkOnOneHolder(t *testing.T) {
 	st := teststore.SQLite(t)
 	var running atomic.Int32
-	var ran [2]atomic.Int32
+	started := make(chan int, 2)
 	work := func(i int) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			if n := running.Add(1); n != 1 {
 				t.Errorf("%d holders run the job at once", n)
 			}
-			ran[i].Add(1)
+			started <- i
 			<-ctx.Done()
 			running.Add(-1)
 			return nil
@@ -155,17 +194,27 @@ func TestSingleRunsWorkOnOneHolder(t *testing.T) {
 		s := lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: &lease.Identity{ID: string(rune('a' + i))}, TTL: 600 * time.Millisecond})
 		stops[i] = run(t, func(ctx context.Context) error { s.RunDo(ctx, work(i)); return nil })
 	}
-	waitFor(t, "one holder runs the job", func() bool { return ran[0].Load()+ran[1].Load() == 1 })
-	time.Sleep(time.Second)
-	first := 0
-	if ran[1].Load() == 1 {
-		first = 1
+	var first int
+	select {
+	case first = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for one holder to run the job")
 	}
-	if ran[1-first].Load() != 0 {
+	// Five renewal intervals in which the other must not start it.
+	select {
+	case <-started:
 		t.Fatal("both processes ran the job")
+	case <-time.After(time.Second):
 	}
 	stops[first]()
-	waitFor(t, "the other process takes the job over", func() bool { return ran[1-first].Load() == 1 })
+	select {
+	case i := <-started:
+		if i != 1-first {
+			t.Fatalf("process %d ran the job again after it stopped", i)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for the other process to take the job over")
+	}
 }
 
 type countingStore struct {
@@ -195,31 +244,46 @@ func must[T any](v T, err error) T {
 
 // TestWantChecksOncePerInterval: advances naming a project without work
 // (no targets) cost one Check per renewal interval, not one per advance;
-// a forced Want (a new target) checks at once.
+// after an interval they cost one more; a forced Want (a new target)
+// checks at once. On fake time (synctest): each Want is handled before
+// the next is sent.
 func TestWantChecksOncePerInterval(t *testing.T) {
-	st := teststore.SQLite(t)
+	st := teststore.SQLite(t) // opened outside the bubble: its goroutines are not the test's
 	p := must(st.CreateProject(context.Background(), storetest.NewUUID())).ID
-	var checks atomic.Int32
-	var hasWork atomic.Bool
-	k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: time.Hour,
-		Wanted: func(context.Context) ([]string, error) { return nil, nil },
-		Check: func(context.Context, string) bool {
-			checks.Add(1)
-			return hasWork.Load()
-		}})
-	run(t, k.Run)
-	for range 50 {
-		k.Want(p, false)
-		time.Sleep(time.Millisecond)
-	}
-	waitFor(t, "the first check", func() bool { return checks.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond)
-	if n := checks.Load(); n != 1 {
-		t.Fatalf("%d Checks for 50 advances within one interval, want 1", n)
-	}
-	hasWork.Store(true)
-	k.Want(p, true)
-	waitFor(t, "the lease after a forced Want", func() bool { _, ok := k.Held().Find(p); return ok })
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Hour
+		var checks atomic.Int32
+		var hasWork atomic.Bool
+		k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: ttl,
+			Wanted: func(context.Context) ([]string, error) { return nil, nil },
+			Check: func(context.Context, string) bool {
+				checks.Add(1)
+				return hasWork.Load()
+			}})
+		run(t, k.Run)
+		for range 50 {
+			k.Want(p, false)
+			synctest.Wait()
+		}
+		if n := checks.Load(); n != 1 {
+			t.Fatalf("%d Checks for 50 advances within one interval, want 1", n)
+		}
+		time.Sleep(ttl / 3) // fake time: one renewal interval
+		for range 5 {
+			k.Want(p, false)
+			synctest.Wait()
+		}
+		if n := checks.Load(); n != 2 {
+			t.Fatalf("%d Checks after one more interval, want 2", n)
+		}
+		hasWork.Store(true)
+		k.Want(p, true)
+		synctest.Wait()
+		if n := checks.Load(); n != 3 {
+			t.Fatalf("%d Checks after a forced Want, want 3", n)
+		}
+		waitHeld(t, k, "the lease after a forced Want", holds(p))
+	})
 }
 
 // TestKeeperTakesLapsedLeaseAtOnce: a lease whose holder died (it stopped
@@ -241,7 +305,7 @@ func TestKeeperTakesLapsedLeaseAtOnce(t *testing.T) {
 	k := lease.New(st, lease.Options{Name: "job", Holder: &lease.Identity{ID: "me"}, TTL: 6 * time.Second,
 		Wanted: func(context.Context) ([]string, error) { return []string{p}, nil }})
 	run(t, k.Run)
-	waitFor(t, "the lapsed lease", func() bool { _, ok := k.Held().Find(p); return ok })
+	waitHeld(t, k, "the lapsed lease", holds(p))
 	took := time.Now()
 	if took.Before(lapses) {
 		t.Fatalf("took the lease %v before it lapsed", lapses.Sub(took))

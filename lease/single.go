@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // RelayWide is the project id of a relay-wide lease: a job with one
@@ -34,8 +33,9 @@ func (s *Single) Run(ctx context.Context) error { return s.k.Run(ctx) }
 // Held reports whether this process holds the lease and is within its
 // safe time.
 func (s *Single) Held() bool {
-	h, ok := s.k.Held().Find(RelayWide)
-	return ok && time.Now().Before(h.SafeUntil)
+	set, _ := s.k.Held()
+	h, ok := set.Find(RelayWide)
+	return ok && s.k.now().Before(h.SafeUntil)
 }
 
 // Do runs work whenever this process holds the lease, under the lease's
@@ -44,8 +44,8 @@ func (s *Single) Held() bool {
 // the lease is still held. It returns nil when ctx ends.
 func (s *Single) Do(ctx context.Context, work func(ctx context.Context) error) error {
 	for ctx.Err() == nil {
-		changed := s.k.Changed()
-		if h, ok := s.k.Held().Find(RelayWide); ok && time.Now().Before(h.SafeUntil) {
+		set, changed := s.k.Held()
+		if h, ok := set.Find(RelayWide); ok && s.k.now().Before(h.SafeUntil) {
 			wctx, cancel := s.k.Context(ctx, h.Lease)
 			err := work(wctx)
 			cancel()

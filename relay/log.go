@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gorilla/mux"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/correspondence"
@@ -305,16 +306,14 @@ func (s *Server) hashReader(ctx context.Context, projectID string) tlog.HashRead
 		out := make([]tlog.Hash, len(indexes))
 		var miss []int64
 		var at []int
-		c := &s.hashes
-		c.mu.Lock()
+		c := s.hashes.cache()
 		for i, x := range indexes {
-			if h, ok := c.m[hashKey{projectID, x}]; ok {
+			if h, ok := c.Get(hashKey{projectID, x}); ok {
 				out[i] = h
 			} else {
 				miss, at = append(miss, x), append(at, i)
 			}
 		}
-		c.mu.Unlock()
 		if len(miss) == 0 {
 			return out, nil
 		}
@@ -322,20 +321,9 @@ func (s *Server) hashReader(ctx context.Context, projectID string) tlog.HashRead
 		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.m == nil {
-			c.m = make(map[hashKey]tlog.Hash, hashCacheSize)
-		}
 		for j, x := range miss {
 			out[at[j]] = hs[j]
-			for k := range c.m {
-				if len(c.m) < hashCacheSize {
-					break
-				}
-				delete(c.m, k)
-			}
-			c.m[hashKey{projectID, x}] = hs[j]
+			c.Add(hashKey{projectID, x}, hs[j])
 		}
 		return out, nil
 	})
@@ -353,10 +341,16 @@ type hashKey struct {
 }
 
 // hashCache keeps the stored hashes proofs computed (the upper ones are
-// in every proof). Eviction is of an arbitrary entry when full.
+// in every proof), at most hashCacheSize, least recently used evicted
+// first. The zero value is ready to use.
 type hashCache struct {
-	mu sync.Mutex
-	m  map[hashKey]tlog.Hash
+	once sync.Once
+	c    *lru.Cache[hashKey, tlog.Hash]
+}
+
+func (h *hashCache) cache() *lru.Cache[hashKey, tlog.Hash] {
+	h.once.Do(func() { h.c, _ = lru.New[hashKey, tlog.Hash](hashCacheSize) }) // errors only on a size ≤ 0
+	return h.c
 }
 
 // tileCacheSize bounds the tiles kept in memory: at most 8 KiB each, so
@@ -374,10 +368,16 @@ type tileKey struct {
 }
 
 // tileCache keeps recently read tiles (proofs read the same upper tiles
-// again and again). Eviction is of an arbitrary entry when full.
+// again and again), at most tileCacheSize, least recently used evicted
+// first. The zero value is ready to use.
 type tileCache struct {
-	mu sync.Mutex
-	m  map[tileKey][]byte
+	once sync.Once
+	c    *lru.Cache[tileKey, []byte]
+}
+
+func (t *tileCache) cache() *lru.Cache[tileKey, []byte] {
+	t.once.Do(func() { t.c, _ = lru.New[tileKey, []byte](tileCacheSize) })
+	return t.c
 }
 
 // readTiles is store.Tree.ReadTiles through the cache: the misses in one
@@ -386,16 +386,14 @@ func (s *Server) readTiles(ctx context.Context, projectID string, tiles []tlog.T
 	out := make([][]byte, len(tiles))
 	var miss []tlog.Tile
 	var at []int
-	c := &s.tiles
-	c.mu.Lock()
+	c := s.tiles.cache()
 	for i, t := range tiles {
-		if d, ok := c.m[tileKey{projectID, t.L, t.N, t.W}]; ok {
+		if d, ok := c.Get(tileKey{projectID, t.L, t.N, t.W}); ok {
 			out[i] = d
 		} else {
 			miss, at = append(miss, t), append(at, i)
 		}
 	}
-	c.mu.Unlock()
 	if len(miss) == 0 {
 		return out, nil
 	}
@@ -403,20 +401,9 @@ func (s *Server) readTiles(ctx context.Context, projectID string, tiles []tlog.T
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[tileKey][]byte, tileCacheSize)
-	}
 	for j, t := range miss {
 		out[at[j]] = data[j]
-		for k := range c.m {
-			if len(c.m) < tileCacheSize {
-				break
-			}
-			delete(c.m, k)
-		}
-		c.m[tileKey{projectID, t.L, t.N, t.W}] = data[j]
+		c.Add(tileKey{projectID, t.L, t.N, t.W}, data[j])
 	}
 	return out, nil
 }

@@ -69,7 +69,7 @@ type Denier interface {
 // fill every field but Denier, Logger and Cache.
 type Courier struct {
 	Store     Store
-	Client    *http.Client // SSRF-guarded, redirects never followed (hub.NewHTTPClient)
+	Client    *http.Client // SSRF-guarded, redirects never followed (internal/ssrf: the Guard's HTTPClient)
 	PublicURL string       // the relay's public URL, no trailing slash
 	Denier    Denier       // may be nil
 	Logger    *slog.Logger

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -95,19 +96,21 @@ func (db *DB) stopListening() {
 }
 
 func (db *DB) listen(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	retry := backoff.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second}
+	failures := 0 // since the last connection
 	for reconnect := false; ; reconnect = true {
-		err := db.listenOnce(ctx, reconnect, func() { backoff = 100 * time.Millisecond })
+		err := db.listenOnce(ctx, reconnect, func() { failures = 0 })
 		if ctx.Err() != nil {
 			return
 		}
-		db.logger.WarnContext(ctx, "listen for advances: connection lost; reconnecting", "err", mapErr("listen", err), "backoff", backoff)
+		failures++
+		wait := retry.Ceiling(failures)
+		db.logger.WarnContext(ctx, "listen for advances: connection lost; reconnecting", "err", mapErr("listen", err), "backoff", wait)
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -26,8 +28,8 @@ import (
 type wstate struct {
 	dataVersion int64
 	projects    map[string]*projectState
-	senders     map[senderKey]struct{} // identity and key both active
-	sessions    map[sessionKey]int64   // highest stored session_seq
+	senders     *simplelru.LRU[senderKey, struct{}] // identity and key both active
+	sessions    *simplelru.LRU[sessionKey, int64]   // highest stored session_seq
 	// external runs when another connection is seen to have committed.
 	external func()
 	// threadEvery is how many of a project's events may wait outside
@@ -60,8 +62,8 @@ type senderKey struct{ projectID, keyID, identityID string }
 
 type sessionKey struct{ projectID, identityID, deviceID, sessionID string }
 
-// Bounds on the remembered senders and sessions; past them the map starts
-// afresh (the rows are re-read on the next use).
+// Bounds on the remembered senders and sessions; past them the least
+// recently used is forgotten (its rows are re-read on its next use).
 const (
 	maxSenders  = 1 << 14
 	maxSessions = 1 << 16
@@ -71,8 +73,8 @@ func newWState() *wstate {
 	return &wstate{
 		dataVersion: -1,
 		projects:    map[string]*projectState{},
-		senders:     map[senderKey]struct{}{},
-		sessions:    map[sessionKey]int64{},
+		senders:     must(simplelru.NewLRU[senderKey, struct{}](maxSenders, nil)),
+		sessions:    must(simplelru.NewLRU[sessionKey, int64](maxSessions, nil)),
 	}
 }
 
@@ -87,8 +89,16 @@ func (w *wstate) reset() {
 // transaction, which no other connection's commit is hidden behind.
 func (w *wstate) forget() {
 	clear(w.projects)
-	clear(w.senders)
-	clear(w.sessions)
+	w.senders.Purge()
+	w.sessions.Purge()
+}
+
+// must is for the caches' constructors, which fail only on a size ≤ 0.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // begin runs at the start of each batch transaction: it starts afresh when
@@ -193,33 +203,24 @@ func (w *wstate) flush(t *txn) error {
 // senderActive reports whether the pair was seen active since the last
 // invalidation.
 func (w *wstate) senderActive(k senderKey) bool {
-	_, ok := w.senders[k]
+	_, ok := w.senders.Get(k)
 	return ok
 }
 
-func (w *wstate) rememberSender(k senderKey) {
-	if len(w.senders) >= maxSenders {
-		clear(w.senders)
-	}
-	w.senders[k] = struct{}{}
-}
+func (w *wstate) rememberSender(k senderKey) { w.senders.Add(k, struct{}{}) }
 
 // forgetSenders runs after a key revocation or identity deactivation.
-func (w *wstate) forgetSenders() { clear(w.senders) }
+func (w *wstate) forgetSenders() { w.senders.Purge() }
 
 func (w *wstate) sessionMax(k sessionKey) (int64, bool) {
-	v, ok := w.sessions[k]
-	return v, ok
+	return w.sessions.Get(k)
 }
 
 func (w *wstate) rememberSession(k sessionKey, seq int64) {
-	if v, ok := w.sessions[k]; ok && v >= seq {
+	if v, ok := w.sessions.Peek(k); ok && v >= seq {
 		return
 	}
-	if len(w.sessions) >= maxSessions {
-		clear(w.sessions)
-	}
-	w.sessions[k] = seq
+	w.sessions.Add(k, seq)
 }
 
 // receiptTime is received_at for a batch: the clock at millisecond
@@ -238,11 +239,12 @@ func receiptTime(now time.Time, last string) string {
 // returning; a revocation committed by another process (an admin command
 // on the same file) is noticed by the next batch or within
 // externalCheckInterval. An entry read before an invalidation is never
-// stored after it (the epoch check).
+// stored after it (the epoch check). At most maxTokens, least recently
+// used forgotten first. The zero value is ready to use.
 type tokenCache struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // orders the epoch check with the store
 	epoch uint64
-	m     map[string]store.Token
+	m     *simplelru.LRU[string, store.Token]
 }
 
 const maxTokens = 1 << 12
@@ -250,7 +252,10 @@ const maxTokens = 1 << 12
 func (c *tokenCache) get(id string) (store.Token, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, ok := c.m[id]
+	if c.m == nil {
+		return store.Token{}, c.epoch, false
+	}
+	t, ok := c.m.Get(id)
 	if ok {
 		t.Scopes = slices.Clone(t.Scopes)
 	}
@@ -264,16 +269,18 @@ func (c *tokenCache) put(id string, t store.Token, epoch uint64) {
 	if epoch != c.epoch {
 		return
 	}
-	if c.m == nil || len(c.m) >= maxTokens {
-		c.m = make(map[string]store.Token)
+	if c.m == nil {
+		c.m = must(simplelru.NewLRU[string, store.Token](maxTokens, nil))
 	}
 	t.Scopes = slices.Clone(t.Scopes)
-	c.m[id] = t
+	c.m.Add(id, t)
 }
 
 func (c *tokenCache) invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	clear(c.m)
+	if c.m != nil {
+		c.m.Purge()
+	}
 }

@@ -1,4 +1,4 @@
-package hub
+package ssrf
 
 import (
 	"context"
@@ -11,12 +11,15 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	iana "code.dny.dev/ssrf"
 )
 
 // countingListener is a loopback TCP listener that counts the connections
@@ -897,4 +900,50 @@ func FuzzCheckCallback(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBlockedAddrCoversIANALists: every prefix of code.dny.dev/ssrf's
+// IANA-generated deny lists is refused (its first and last address),
+// except the 6to4 and Teredo addresses of a public IPv4 host, which the
+// embedding rule decides; ranges the named rows lack are refused under
+// the IANA name, and the named rows keep their names.
+func TestBlockedAddrCoversIANALists(t *testing.T) {
+	last := func(p netip.Prefix) netip.Addr {
+		b := p.Masked().Addr().AsSlice()
+		for i := p.Bits(); i < len(b)*8; i++ {
+			b[i/8] |= 0x80 >> (i % 8)
+		}
+		a, _ := netip.AddrFromSlice(b)
+		return a
+	}
+	for _, p := range append(slices.Clone(iana.IPv4DeniedPrefixes), iana.IPv6DeniedPrefixes...) {
+		for _, a := range []netip.Addr{p.Masked().Addr(), last(p)} {
+			if r, bad := BlockedAddr(a); !bad {
+				if sixToFour.Contains(a) || teredo.Contains(a) {
+					continue // the embedded IPv4 address decides (TestBlockedAddr)
+				}
+				t.Errorf("BlockedAddr(%s) allowed, in the IANA deny prefix %s", a, p)
+			} else if r == "" {
+				t.Errorf("BlockedAddr(%s) refused without naming a range", a)
+			}
+		}
+	}
+	for addr, want := range map[string]string{
+		"192.31.196.1":     "IANA special-purpose 192.31.196.0/24",
+		"192.52.193.9":     "IANA special-purpose 192.52.193.0/24",
+		"192.175.48.6":     "IANA special-purpose 192.175.48.0/24",
+		"2001:3::1":        "IANA special-purpose 2001::/23",
+		"2001:4:112::1":    "IANA special-purpose 2001::/23",
+		"2620:4f:8000::1":  "IANA special-purpose 2620:4f:8000::/48",
+		"2002:c0a8:101::1": "6to4 2002::/16 embedding of private 192.168.0.0/16 (RFC 1918)",
+		"127.0.0.1":        "loopback 127.0.0.0/8 (RFC 1122)",
+		"2001:db8::1":      "documentation 2001:db8::/32 (RFC 3849)",
+	} {
+		if r, bad := BlockedAddr(netip.MustParseAddr(addr)); !bad || r != want {
+			t.Errorf("BlockedAddr(%s) = %q, %v; want %q", addr, r, bad, want)
+		}
+	}
+	if r, bad := BlockedAddr(netip.MustParseAddr("2002:5db8:d822::1")); bad {
+		t.Errorf("6to4 of a public IPv4 address refused: %s", r)
+	}
 }
