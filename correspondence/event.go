@@ -306,6 +306,56 @@ func putVerifyBufs(b *[2][]byte) {
 	}
 }
 
+// eventIDMember opens the event_id member spliced into JCS(signed).
+const eventIDMember = `,"event_id":"`
+
+// VerifyCanonical is Verify that also returns the RFC 8785 bytes of the
+// whole signed event, event_id included (what CanonicalJSON returns: the
+// bytes the relay stores and serves), from the one canonicalization of
+// the core that verification needs: the signature member and then the
+// event_id member are spliced into JCS(core) where RFC 8785 ordering puts
+// them (spec §6). Errors: Verify's; a *canonicaljson.ProfileError for an
+// event built by hand that the profile does not admit.
+func (e *Event) VerifyCanonical(pub ed25519.PublicKey) ([]byte, error) {
+	sig, err := DecodeSignature(e.Signature)
+	if err != nil {
+		return nil, err
+	}
+	bufs := verifyBufs.Get().(*[2][]byte)
+	defer putVerifyBufs(bufs)
+	core, at, err := canonicaljson.AppendCanonicalMark(bufs[0][:0], e.Value(), "event_id", "event_id", "signature")
+	bufs[0] = core
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	d := SigningDigest(core)
+	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d[:], sig) {
+		return nil, ErrSignatureInvalid
+	}
+	// The signature member goes before thread_id, after event_id's place
+	// (at): at is unchanged in signed.
+	signed := appendSignedFromCore(bufs[1][:0], core, e.Signature)
+	bufs[1] = signed
+	sum := sha256.Sum256(signed)
+	var id [len(eventIDPrefix) + 2*sha256.Size]byte
+	copy(id[:], eventIDPrefix)
+	hex.Encode(id[len(eventIDPrefix):], sum[:])
+	if string(id[:]) != e.ID {
+		return nil, ErrEventIDMismatch
+	}
+	// "protocol", "authority" and "body" sort before event_id, so at is
+	// always the comma after body's value.
+	out := make([]byte, 0, len(signed)+len(eventIDMember)+len(id)+1)
+	out = append(out, signed[:at]...)
+	out = append(out, eventIDMember...)
+	out = append(out, id[:]...)
+	out = append(out, '"')
+	return append(out, signed[at:]...), nil
+}
+
+// eventIDPrefix starts every event id (spec §6).
+const eventIDPrefix = "sha256:"
+
 // Verify checks the event's signature under pub and that ID equals the
 // recomputed event id (spec §6). Errors: ErrSignatureEncoding,
 // ErrSignatureInvalid, ErrEventIDMismatch (in that order of checking, so a
