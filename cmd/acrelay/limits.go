@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -20,6 +21,8 @@ type limitsConfig struct {
 	TokenWriteBurst int
 	RateLimitKeys   int
 	TrustedProxies  []string
+	RefusalHold     time.Duration
+	RefusalHoldMax  int
 
 	SubscriptionsPerTopic   int
 	SubscriptionsPerHost    int
@@ -44,6 +47,8 @@ func addLimitFlags(fs *pflag.FlagSet, c *limitsConfig) {
 	fs.Float64Var(&c.TokenWriteRate, "rate-token-writes", defaultTokenWriteRate, "authenticated writes (POST, PUT, PATCH, DELETE) per second of one token; 0 = no limit (ACRELAY_RATE_TOKEN_WRITES)")
 	fs.IntVar(&c.TokenWriteBurst, "rate-token-writes-burst", defaultTokenWriteBurst, "burst of --rate-token-writes (ACRELAY_RATE_TOKEN_WRITES_BURST)")
 	fs.IntVar(&c.RateLimitKeys, "rate-limit-keys", ratelimit.DefaultMaxKeys, "most client addresses (and, separately, tokens) whose buckets are kept in memory; idle ones are dropped first (ACRELAY_RATE_LIMIT_KEYS)")
+	fs.DurationVar(&c.RefusalHold, "rate-refusal-hold", time.Second, "longest a --rate-client refusal is held before its 429 (until the client's bucket has a token again), so that a client waiting for its answers is slowed to its rate; 0 = answer at once (ACRELAY_RATE_REFUSAL_HOLD)")
+	fs.IntVar(&c.RefusalHoldMax, "rate-refusal-hold-max", relay.DefaultRefusalHoldMax, "most refusals held at once; over it they are answered at once (ACRELAY_RATE_REFUSAL_HOLD_MAX)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (for the per-client rate); none by default (ACRELAY_TRUSTED_PROXIES, comma-separated)")
 	fs.IntVar(&c.SubscriptionsPerTopic, "websub-max-subscriptions-per-topic", hub.DefaultMaxSubscriptionsPerTopic, "most WebSub subscriptions (pending ones included) of one topic; 0 = no cap (ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_TOPIC)")
 	fs.IntVar(&c.SubscriptionsPerHost, "websub-max-subscriptions-per-host", hub.DefaultMaxSubscriptionsPerHost, "most WebSub subscriptions whose callback is on one host[:port], over every project; 0 = no cap (ACRELAY_WEBSUB_MAX_SUBSCRIPTIONS_PER_HOST)")
@@ -74,6 +79,9 @@ func (c limitsConfig) check() error {
 	if c.TokenWriteRate > 0 && c.TokenWriteBurst < 1 {
 		return fmt.Errorf("--rate-token-writes-burst %d: want at least 1 with --rate-token-writes %v", c.TokenWriteBurst, c.TokenWriteRate)
 	}
+	if c.RefusalHold < 0 || c.RefusalHoldMax < 1 {
+		return fmt.Errorf("--rate-refusal-hold %v / --rate-refusal-hold-max %d: want a duration of 0 or more and at least 1 slot", c.RefusalHold, c.RefusalHoldMax)
+	}
 	if c.RateLimitKeys < 2 {
 		return fmt.Errorf("--rate-limit-keys %d: want at least 2", c.RateLimitKeys)
 	}
@@ -89,7 +97,7 @@ func (c limitsConfig) rates() relay.RateLimits {
 	trusted, _ := relay.ParseTrustedProxies(c.TrustedProxies)
 	return relay.RateLimits{ClientRate: c.ClientRate, ClientBurst: c.ClientBurst,
 		TokenWriteRate: c.TokenWriteRate, TokenWriteBurst: c.TokenWriteBurst,
-		MaxKeys: c.RateLimitKeys, TrustedProxies: trusted}
+		MaxKeys: c.RateLimitKeys, TrustedProxies: trusted, RefusalHold: c.RefusalHold, RefusalHoldMax: c.RefusalHoldMax}
 }
 
 // hubLimits is the hub's share: a flag's 0 (no cap) is the hub's negative.
