@@ -65,7 +65,7 @@ var errRateLimited = errf(http.StatusTooManyRequests, wire.CodeRateLimited,
 	"too many requests; retry after the number of seconds in Retry-After")
 
 // DefaultRefusalHoldMax is RateLimits.RefusalHoldMax when 0: 1024 held
-// refusals cost about 10 MiB (a goroutine and a connection's buffers each).
+// refusals hold about 16 MiB (each a goroutine stack and a connection's 4 KiB read and write buffers).
 const DefaultRefusalHoldMax = 1024
 
 // limiters are the Server's buckets; a nil one is off.
