@@ -148,7 +148,7 @@ func (s *Server) holdRefusal(r *http.Request, wait time.Duration) {
 // as before). It reports whether r was answered. An encoded slash in the
 // path is left to the router (it is the JSON 404, uncharged).
 func (s *Server) refuseHubEarly(w http.ResponseWriter, r *http.Request) bool {
-	if s.limits.clients == nil || s.cfg.Hub == nil || r.Method != http.MethodPost || r.URL.Path != hub.HubPath || r.URL.RawPath != "" {
+	if s.limits.clients == nil || !s.earlyCharged(r) {
 		return false
 	}
 	return !s.allowClient(w, r)
@@ -182,17 +182,17 @@ func (s *Server) allowTokenWrite(w http.ResponseWriter, r *http.Request, p princ
 // authMiddleware).
 func (s *Server) limitClients(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.limits.clients != nil && !earlyCharged(r) && unauthenticatedRoute(r) && !s.allowClient(w, r) {
+		if s.limits.clients != nil && !s.earlyCharged(r) && unauthenticatedRoute(r) && !s.allowClient(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// earlyCharged reports whether r's client-rate token was taken before
-// routing (refuseHubEarly): the hub's POST.
-func earlyCharged(r *http.Request) bool {
-	return r.Method == http.MethodPost && r.URL.Path == hub.HubPath && r.URL.RawPath == ""
+// earlyCharged reports whether r's client-rate token is taken before
+// routing (refuseHubEarly): a POST to the embedded hub's exact path.
+func (s *Server) earlyCharged(r *http.Request) bool {
+	return s.cfg.Hub != nil && r.Method == http.MethodPost && r.URL.Path == hub.HubPath && r.URL.RawPath == ""
 }
 
 // unauthenticatedRoute reports whether r is on a route that needs no
