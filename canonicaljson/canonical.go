@@ -33,6 +33,61 @@ func AppendCanonicalWithout(dst []byte, v Value, omit ...string) ([]byte, error)
 	return appendValue(dst, v, omit)
 }
 
+// AppendCanonicalMark is AppendCanonicalWithout that also returns at, the
+// index in out where a top-level member named mark (one of those omitted,
+// or absent from v) belongs in RFC 8785 order. When some written member
+// sorts before mark, at is the index of the comma after the last of them
+// (or of the closing brace): splicing `,"mark":<value>` there gives the
+// canonical bytes of v with that member, without a second
+// canonicalization. Otherwise at is the index just after the opening
+// brace, and the splice is `"mark":<value>,` (or `"mark":<value>` in an
+// empty object). Errors as AppendCanonicalWithout's.
+func AppendCanonicalMark(dst []byte, v Value, mark string, omit ...string) (out []byte, at int, err error) {
+	if v.Kind != Object {
+		return dst, 0, &ProfileError{Reason: ReasonInvalidJSON, Detail: "not an object"}
+	}
+	var buf [32]int
+	order := sortedMembers(buf[:0], v.Members, omit)
+	members := v.Members
+	at = -1
+	dst = append(dst, '{')
+	for k, i := range order {
+		if at < 0 && CompareUTF16(members[i].Name, mark) > 0 {
+			at = len(dst) // the comma before members[i], or just after '{' when k == 0
+		}
+		if k > 0 {
+			if members[order[k-1]].Name == members[i].Name {
+				return dst, 0, &ProfileError{Reason: ReasonDuplicateObjectName, Detail: "a name repeats within one object"}
+			}
+			dst = append(dst, ',')
+		}
+		if dst, err = appendString(dst, members[i].Name); err != nil {
+			return dst, 0, err
+		}
+		dst = append(dst, ':')
+		if dst, err = appendValue(dst, members[i].Value, nil); err != nil {
+			return dst, 0, err
+		}
+	}
+	if at < 0 {
+		at = len(dst)
+	}
+	return append(dst, '}'), at, nil
+}
+
+// sortedMembers appends to order the indexes of members not named in omit,
+// sorted by RFC 8785 order of their names.
+func sortedMembers(order []int, members []Member, omit []string) []int {
+	for i := range members {
+		if len(omit) > 0 && slices.Contains(omit, members[i].Name) {
+			continue
+		}
+		order = append(order, i)
+	}
+	slices.SortFunc(order, func(a, b int) int { return CompareUTF16(members[a].Name, members[b].Name) })
+	return order
+}
+
 func appendValue(dst []byte, v Value, omit []string) ([]byte, error) {
 	switch v.Kind {
 	case Null:
@@ -69,14 +124,7 @@ func appendValue(dst []byte, v Value, omit []string) ([]byte, error) {
 
 func appendObject(dst []byte, members []Member, omit []string) ([]byte, error) {
 	var buf [32]int
-	order := buf[:0]
-	for i := range members {
-		if len(omit) > 0 && slices.Contains(omit, members[i].Name) {
-			continue
-		}
-		order = append(order, i)
-	}
-	slices.SortFunc(order, func(a, b int) int { return CompareUTF16(members[a].Name, members[b].Name) })
+	order := sortedMembers(buf[:0], members, omit)
 	dst = append(dst, '{')
 	for k, i := range order {
 		if k > 0 {

@@ -169,3 +169,47 @@ func FuzzCanonicalStable(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCanonicalMark: splicing a member at AppendCanonicalMark's index
+// gives the canonical bytes of the object with that member, for every
+// top-level member taken out and put back, and for a name not present.
+func FuzzCanonicalMark(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := canonicaljson.ParseObject(data)
+		if err != nil {
+			return
+		}
+		want, err := canonicaljson.Canonical(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range v.Members {
+			out, at, err := canonicaljson.AppendCanonicalMark([]byte("prefix"), v, m.Name, m.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = out[len("prefix"):]
+			at -= len("prefix")
+			member, _ := canonicaljson.Canonical(canonicaljson.ObjectValue(m))
+			member = member[1 : len(member)-1] // "name":value
+			var got []byte
+			switch {
+			case out[at-1] != '{':
+				got = append(append(append(append([]byte{}, out[:at]...), ','), member...), out[at:]...)
+			case len(out) == 2:
+				got = append(append([]byte("{"), member...), '}')
+			default:
+				got = append(append(append(append([]byte{}, out[:at]...), member...), ','), out[at:]...)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("member %q spliced at %d: got %s, want %s", m.Name, at, got, want)
+			}
+		}
+		// A name absent from v leaves the bytes as Canonical's.
+		out, at, err := canonicaljson.AppendCanonicalMark(nil, v, "\uffff-absent")
+		if err == nil && (!bytes.Equal(out, want) || at < 1 || at >= len(out)) {
+			t.Fatalf("absent mark: %s at %d, want %s", out, at, want)
+		}
+	})
+}

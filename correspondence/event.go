@@ -113,18 +113,29 @@ func optString(p *string) canonicaljson.Value {
 	return canonicaljson.StringValue(*p)
 }
 
-func stringArray(ss []string) canonicaljson.Value {
-	elems := make([]canonicaljson.Value, len(ss))
-	for i, s := range ss {
-		elems[i] = canonicaljson.StringValue(s)
-	}
-	return canonicaljson.Value{Kind: canonicaljson.Array, Elems: elems}
-}
-
 // Value returns the event as a JSON object with all members of spec §3.
-// event_id and signature are included only when set.
+// event_id and signature are included only when set. The members of the
+// event and of its sender, scope, authority and signature objects share
+// one allocation, and the parents and paths arrays another.
 func (e *Event) Value() canonicaljson.Value {
-	m := make([]canonicaljson.Member, 0, 14)
+	const top, nested = 14, 4 + 3 + 2 + 2
+	mb := make([]canonicaljson.Member, top+nested)
+	m, sub := mb[:0:top], mb[top:]
+	object := func(ms ...canonicaljson.Member) canonicaljson.Value {
+		n := copy(sub, ms)
+		v := canonicaljson.Value{Kind: canonicaljson.Object, Members: sub[:n:n]}
+		sub = sub[n:]
+		return v
+	}
+	strs := make([]canonicaljson.Value, len(e.Parents)+len(e.Scope.Paths))
+	array := func(ss []string) canonicaljson.Value {
+		elems := strs[:len(ss):len(ss)]
+		for i, s := range ss {
+			elems[i] = canonicaljson.StringValue(s)
+		}
+		strs = strs[len(ss):]
+		return canonicaljson.Value{Kind: canonicaljson.Array, Elems: elems}
+	}
 	add := func(name string, v canonicaljson.Value) { m = append(m, canonicaljson.Member{Name: name, Value: v}) }
 	add("protocol", canonicaljson.StringValue(Protocol))
 	if e.ID != "" {
@@ -133,32 +144,32 @@ func (e *Event) Value() canonicaljson.Value {
 	add("project_id", canonicaljson.StringValue(e.ProjectID))
 	add("repository_id", canonicaljson.StringValue(e.RepositoryID))
 	add("thread_id", canonicaljson.StringValue(e.ThreadID))
-	add("sender", canonicaljson.ObjectValue(
+	add("sender", object(
 		canonicaljson.Member{Name: "identity_id", Value: canonicaljson.StringValue(e.Sender.IdentityID)},
 		canonicaljson.Member{Name: "signing_key_id", Value: canonicaljson.StringValue(e.Sender.SigningKeyID)},
 		canonicaljson.Member{Name: "device_id", Value: canonicaljson.StringValue(e.Sender.DeviceID)},
 		canonicaljson.Member{Name: "session_id", Value: canonicaljson.StringValue(e.Sender.SessionID)},
 	))
 	add("kind", canonicaljson.StringValue(string(e.Kind)))
-	add("parents", stringArray(e.Parents))
+	add("parents", array(e.Parents))
 	add("session_seq", canonicaljson.IntValue(e.SessionSeq))
 	add("issued_at", canonicaljson.StringValue(e.IssuedAt))
-	add("scope", canonicaljson.ObjectValue(
+	add("scope", object(
 		canonicaljson.Member{Name: "base_revision", Value: optString(e.Scope.BaseRevision)},
 		canonicaljson.Member{Name: "branch", Value: optString(e.Scope.Branch)},
-		canonicaljson.Member{Name: "paths", Value: stringArray(e.Scope.Paths)},
+		canonicaljson.Member{Name: "paths", Value: array(e.Scope.Paths)},
 	))
 	body := e.Body
 	if body.Kind != canonicaljson.Object {
 		body = canonicaljson.ObjectValue()
 	}
 	add("body", body)
-	add("authority", canonicaljson.ObjectValue(
+	add("authority", object(
 		canonicaljson.Member{Name: "automatic_action", Value: canonicaljson.StringValue("never")},
 		canonicaljson.Member{Name: "grants", Value: canonicaljson.ArrayValue()},
 	))
 	if e.Signature != "" {
-		add("signature", canonicaljson.ObjectValue(
+		add("signature", object(
 			canonicaljson.Member{Name: "algorithm", Value: canonicaljson.StringValue(SignatureAlgorithm)},
 			canonicaljson.Member{Name: "value_b64url", Value: canonicaljson.StringValue(e.Signature)},
 		))
@@ -305,6 +316,56 @@ func putVerifyBufs(b *[2][]byte) {
 		verifyBufs.Put(b)
 	}
 }
+
+// eventIDMember opens the event_id member spliced into JCS(signed).
+const eventIDMember = `,"event_id":"`
+
+// VerifyCanonical is Verify that also returns the RFC 8785 bytes of the
+// whole signed event, event_id included (what CanonicalJSON returns: the
+// bytes the relay stores and serves), from the one canonicalization of
+// the core that verification needs: the signature member and then the
+// event_id member are spliced into JCS(core) where RFC 8785 ordering puts
+// them (spec §6). Errors: Verify's; a *canonicaljson.ProfileError for an
+// event built by hand that the profile does not admit.
+func (e *Event) VerifyCanonical(pub ed25519.PublicKey) ([]byte, error) {
+	sig, err := DecodeSignature(e.Signature)
+	if err != nil {
+		return nil, err
+	}
+	bufs := verifyBufs.Get().(*[2][]byte)
+	defer putVerifyBufs(bufs)
+	core, at, err := canonicaljson.AppendCanonicalMark(bufs[0][:0], e.Value(), "event_id", "event_id", "signature")
+	bufs[0] = core
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	d := SigningDigest(core)
+	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, d[:], sig) {
+		return nil, ErrSignatureInvalid
+	}
+	// The signature member goes before thread_id, after event_id's place
+	// (at): at is unchanged in signed.
+	signed := appendSignedFromCore(bufs[1][:0], core, e.Signature)
+	bufs[1] = signed
+	sum := sha256.Sum256(signed)
+	var id [len(eventIDPrefix) + 2*sha256.Size]byte
+	copy(id[:], eventIDPrefix)
+	hex.Encode(id[len(eventIDPrefix):], sum[:])
+	if string(id[:]) != e.ID {
+		return nil, ErrEventIDMismatch
+	}
+	// "protocol", "authority" and "body" sort before event_id, so at is
+	// always the comma after body's value.
+	out := make([]byte, 0, len(signed)+len(eventIDMember)+len(id)+1)
+	out = append(out, signed[:at]...)
+	out = append(out, eventIDMember...)
+	out = append(out, id[:]...)
+	out = append(out, '"')
+	return append(out, signed[at:]...), nil
+}
+
+// eventIDPrefix starts every event id (spec §6).
+const eventIDPrefix = "sha256:"
 
 // Verify checks the event's signature under pub and that ID equals the
 // recomputed event id (spec §6). Errors: ErrSignatureEncoding,

@@ -94,7 +94,16 @@ func FuzzParseEvent(f *testing.F) {
 		if !bytes.Equal(out, out2) {
 			t.Fatal("re-parse changes the canonical bytes")
 		}
-		_ = e.Verify(pub) // exercised for panics only; fuzzed signatures do not verify
+		// VerifyCanonical agrees with Verify, and its bytes are CanonicalJSON's
+		// (the seeds are signed with the test key, so both outcomes occur).
+		verr := e.Verify(pub)
+		vc, vcerr := e.VerifyCanonical(pub)
+		if !errors.Is(vcerr, verr) && (verr == nil || vcerr == nil || vcerr.Error() != verr.Error()) {
+			t.Fatalf("VerifyCanonical err %v, Verify err %v", vcerr, verr)
+		}
+		if vcerr == nil && !bytes.Equal(vc, out) {
+			t.Fatalf("VerifyCanonical bytes differ from CanonicalJSON\n got %s\nwant %s", vc, out)
+		}
 		_, _ = e.Claim()
 		_ = e.ReferencedEventIDs()
 		_ = e.HandoffID()

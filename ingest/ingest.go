@@ -127,12 +127,9 @@ func (in *Ingester) prepare(ctx context.Context, projectID string, raw []byte) (
 	if ev.ProjectID != projectID {
 		return nil, nil, ErrProjectMismatch
 	}
-	if err := in.verifySender(ctx, ev); err != nil {
-		return nil, nil, err
-	}
-	canonical, err := ev.CanonicalJSON()
+	canonical, err := in.verifySender(ctx, ev)
 	if err != nil {
-		return nil, nil, fmt.Errorf("canonicalize %s: %w", ev.ID, err)
+		return nil, nil, err
 	}
 	return ev, canonical, nil
 }
@@ -243,22 +240,25 @@ func (in *Ingester) AppendForeign(ctx context.Context, projectID string, page []
 // §6). Whether the key and identity are still active is decided inside the
 // append transaction (store.ErrSenderNotActive), so revocation takes effect
 // on the very next append; here only a key's immutable facts are needed,
-// and they are cached.
-func (in *Ingester) verifySender(ctx context.Context, ev *correspondence.Event) error {
+// and they are cached. It returns the event's RFC 8785 bytes (event_id
+// included), built from the canonicalization that verification needs
+// (correspondence.Event.VerifyCanonical): an event is canonicalized once.
+func (in *Ingester) verifySender(ctx context.Context, ev *correspondence.Event) ([]byte, error) {
 	key, err := in.keys.get(ctx, in.st, ev.ProjectID, ev.Sender.SigningKeyID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, ErrSenderUnknown)
+			return nil, fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, ErrSenderUnknown)
 		}
-		return fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, err)
+		return nil, fmt.Errorf("signing key %s: %w", ev.Sender.SigningKeyID, err)
 	}
 	if key.projectID != ev.ProjectID || key.identityID != ev.Sender.IdentityID {
-		return fmt.Errorf("signing key %s of another identity: %w", ev.Sender.SigningKeyID, ErrSenderNotActive)
+		return nil, fmt.Errorf("signing key %s of another identity: %w", ev.Sender.SigningKeyID, ErrSenderNotActive)
 	}
-	if err := ev.Verify(key.pub); err != nil {
-		return fmt.Errorf("verify %s: %w", ev.ID, err)
+	canonical, err := ev.VerifyCanonical(key.pub)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", ev.ID, err)
 	}
-	return nil
+	return canonical, nil
 }
 
 // keyFacts are the immutable facts of a signing key: a key id never

@@ -77,8 +77,9 @@ func (s *Server) handleEventsPost(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	sel := store.Selection{ProjectID: p.ProjectID, RepositoryID: ev.RepositoryID, ThreadID: ev.ThreadID}
-	s.setCorrespondenceHeaders(w, r, sel, linkSet{
-		self: s.publicBase(r) + "/v1/correspondence/events?" + selectionQuery(sel), selfType: mediaVendorJSON,
+	q := selectionQuery(sel)
+	s.setCorrespondenceHeadersQ(w, r, sel, q, linkSet{
+		self: s.publicBase(r) + "/v1/correspondence/events?" + q, selfType: mediaVendorJSON,
 	})
 	body, err := wire.MarshalAppend(out)
 	if err != nil {

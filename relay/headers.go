@@ -43,15 +43,29 @@ func (s *Server) wakeTemplate(r *http.Request) string {
 // keeps two projects' selections of one repository_id apart (the Atom
 // feed id is the JSON URL).
 func selectionQuery(sel store.Selection) string {
-	v := url.Values{}
+	// What url.Values.Encode writes for these keys (sorted, QueryEscape'd),
+	// without building the map.
+	n := len("repository_id=") + len(sel.RepositoryID)
 	if sel.ProjectID != "" {
-		v.Set("project_id", sel.ProjectID)
+		n += len("project_id=&") + len(sel.ProjectID)
 	}
-	v.Set("repository_id", sel.RepositoryID)
 	if sel.ThreadID != "" {
-		v.Set("thread_id", sel.ThreadID)
+		n += len("&thread_id=") + len(sel.ThreadID)
 	}
-	return v.Encode()
+	var b strings.Builder
+	b.Grow(n)
+	if sel.ProjectID != "" {
+		b.WriteString("project_id=")
+		b.WriteString(url.QueryEscape(sel.ProjectID))
+		b.WriteByte('&')
+	}
+	b.WriteString("repository_id=")
+	b.WriteString(url.QueryEscape(sel.RepositoryID))
+	if sel.ThreadID != "" {
+		b.WriteString("&thread_id=")
+		b.WriteString(url.QueryEscape(sel.ThreadID))
+	}
+	return b.String()
 }
 
 // repoQuery is the repository_id / thread_id selection without the
@@ -82,50 +96,67 @@ type linkSet struct {
 // Link-Template (live wake stream, RFC 9652 structured field), Vary and
 // Cache-Control (cacheControlPost for a POST, else cacheControlRead).
 func (s *Server) setCorrespondenceHeaders(w http.ResponseWriter, r *http.Request, sel store.Selection, ls linkSet) {
+	s.setCorrespondenceHeadersQ(w, r, sel, selectionQuery(sel), ls)
+}
+
+// setCorrespondenceHeadersQ is setCorrespondenceHeaders for a caller that
+// already holds q = selectionQuery(sel). The Link field is written into
+// one buffer.
+func (s *Server) setCorrespondenceHeadersQ(w http.ResponseWriter, r *http.Request, sel store.Selection, q string, ls linkSet) {
 	base := s.publicBase(r)
-	q := selectionQuery(sel)
 	h := w.Header()
-	var links []string
-	add := func(href, rel, typ string) {
-		l := "<" + href + `>; rel="` + rel + `"`
-		if typ != "" {
-			l += `; type="` + typ + `"`
+	var b strings.Builder
+	b.Grow(1024)
+	add := func(rel, typ string, href ...string) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
 		}
-		links = append(links, l)
+		b.WriteByte('<')
+		for _, p := range href {
+			b.WriteString(p)
+		}
+		b.WriteString(`>; rel="`)
+		b.WriteString(rel)
+		b.WriteByte('"')
+		if typ != "" {
+			b.WriteString(`; type="`)
+			b.WriteString(typ)
+			b.WriteByte('"')
+		}
 	}
 	if ls.hub != "" {
-		add(ls.hub, "hub", "")
+		add("hub", "", ls.hub)
 	}
 	if ls.self != "" {
-		add(ls.self, "self", ls.selfType)
+		add("self", ls.selfType, ls.self)
 	}
 	if ls.alternate != "" {
-		add(ls.alternate, "alternate", ls.alternateType)
+		add("alternate", ls.alternateType, ls.alternate)
 	}
 	if ls.next != "" {
-		add(ls.next, "next", ls.selfType)
+		add("next", ls.selfType, ls.next)
 	}
 	if !ls.capability {
-		add(base+"/v1/correspondence/voice?"+q, relVoice, mediaVendorJSON)
-		add(base+"/v1/correspondence/claims?"+q, relActiveClaims, mediaVendorJSON)
+		add(relVoice, mediaVendorJSON, base, "/v1/correspondence/voice?", q)
+		add(relActiveClaims, mediaVendorJSON, base, "/v1/correspondence/claims?", q)
 	}
 	if sel.ProjectID != "" {
-		add(s.logCheckpointLink(base, sel.ProjectID, ls.capToken), relLogCheckpoint, "text/plain")
+		add(relLogCheckpoint, "text/plain", s.logCheckpointLink(base, sel.ProjectID, ls.capToken))
 	}
-	add(base+profilePath, relDescribedBy, "")
-	h.Set("Link", strings.Join(links, ", "))
+	add(relDescribedBy, "", base, profilePath)
+	h["Link"] = []string{b.String()}
 	if !ls.capability {
 		lt := s.linkTemplateField(r)
 		if sel.ProjectID != "" {
-			lt += ", " + marshalTemplate(inclusionTemplate(base, sel.ProjectID), relLogInclusionProof, mediaJSON)
+			lt += ", " + marshalTemplateFast(inclusionTemplate(base, sel.ProjectID), relLogInclusionProof, mediaJSON)
 		}
-		h.Set("Link-Template", lt)
+		h["Link-Template"] = []string{lt}
 	}
-	h.Set("Vary", "Accept, Authorization")
+	h["Vary"] = []string{"Accept, Authorization"}
 	if r.Method == http.MethodPost {
-		h.Set("Cache-Control", cacheControlPost)
+		h["Cache-Control"] = []string{cacheControlPost}
 	} else {
-		h.Set("Cache-Control", cacheControlRead)
+		h["Cache-Control"] = []string{cacheControlRead}
 	}
 }
 
@@ -154,6 +185,48 @@ func marshalTemplate(template, rel, typ string) string {
 		return ""
 	}
 	return v
+}
+
+// marshalTemplateFast is marshalTemplate for printable ASCII, which is
+// every template, rel and type the relay writes: an RFC 8941 §4.1.6
+// sf-string (each '"' and '\\' escaped) with two sf-string parameters,
+// written without building the structured value. Anything else goes
+// through marshalTemplate (TestMarshalTemplateFast).
+func marshalTemplateFast(template, rel, typ string) string {
+	if !sfPrintable(template) || !sfPrintable(rel) || !sfPrintable(typ) {
+		return marshalTemplate(template, rel, typ)
+	}
+	var b strings.Builder
+	b.Grow(len(template) + len(rel) + len(typ) + 24)
+	sfString(&b, template)
+	b.WriteString(";rel=")
+	sfString(&b, rel)
+	b.WriteString(";type=")
+	sfString(&b, typ)
+	return b.String()
+}
+
+// sfPrintable reports whether s holds only %x20-7E, the characters an
+// RFC 8941 sf-string admits.
+func sfPrintable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// sfString writes s (printable ASCII) as an RFC 8941 sf-string.
+func sfString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
 }
 
 // etagOf is a strong validator over the exact bytes.

@@ -34,6 +34,19 @@ type RateLimits struct {
 	// MaxKeys bounds the buckets each limiter keeps (idle ones are
 	// dropped first); 0 means ratelimit.DefaultMaxKeys.
 	MaxKeys int
+	// RefusalHold is the longest a refusal of the client rate is held
+	// before its 429 is written: a refused request waits until its
+	// address's bucket has a token again (its Retry-After wait), at most
+	// RefusalHold, so a client that waits for each answer — as HTTP/1.1
+	// clients do on a connection — sends at most about its rate plus one
+	// request per connection per RefusalHold, and a flood of refused
+	// requests stops costing the CPU that appends need. The 429 and its
+	// Retry-After are unchanged. 0 answers at once.
+	RefusalHold time.Duration
+	// RefusalHoldMax bounds the refusals held at once (each holds a
+	// connection and its goroutine); over it a refusal is answered at
+	// once. 0 with a RefusalHold means DefaultRefusalHoldMax.
+	RefusalHoldMax int
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed:
 	// when a request's peer is in one of them, its client address is the
 	// right-most X-Forwarded-For address that is not (clientKey). Empty:
@@ -51,14 +64,30 @@ const (
 var errRateLimited = errf(http.StatusTooManyRequests, wire.CodeRateLimited,
 	"too many requests; retry after the number of seconds in Retry-After")
 
+// DefaultRefusalHoldMax is RateLimits.RefusalHoldMax when 0: 1024 held
+// refusals hold about 16 MiB (each a goroutine stack and a connection's 4 KiB read and write buffers).
+const DefaultRefusalHoldMax = 1024
+
 // limiters are the Server's buckets; a nil one is off.
 type limiters struct {
 	clients, tokens *ratelimit.Keyed
 	trusted         []netip.Prefix
+	// hold and holds: RateLimits.RefusalHold and one slot per refusal
+	// that may be held at once (nil when hold is 0).
+	hold  time.Duration
+	holds chan struct{}
 }
 
 func newLimiters(l RateLimits) limiters {
 	out := limiters{trusted: l.TrustedProxies}
+	if l.RefusalHold > 0 {
+		out.hold = l.RefusalHold
+		n := l.RefusalHoldMax
+		if n <= 0 {
+			n = DefaultRefusalHoldMax
+		}
+		out.holds = make(chan struct{}, n)
+	}
 	if l.ClientRate > 0 {
 		out.clients = ratelimit.New(l.ClientRate, l.ClientBurst, l.MaxKeys)
 	}
@@ -85,9 +114,44 @@ func (s *Server) allowClient(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ok, wait := s.limits.clients.Allow(clientKey(r, s.limits.trusted), time.Now())
 	if !ok {
+		s.holdRefusal(r, wait)
 		s.refuseRate(w, r, limitClientRate, wait)
 	}
 	return ok
+}
+
+// holdRefusal waits before a client-rate refusal is answered: until the
+// client's bucket has a token again (wait), at most RateLimits.RefusalHold,
+// while a hold slot is free and the request lasts. It changes when the 429
+// is written, never what it says.
+func (s *Server) holdRefusal(r *http.Request, wait time.Duration) {
+	if s.limits.hold <= 0 {
+		return
+	}
+	select {
+	case s.limits.holds <- struct{}{}:
+	default:
+		return // as many held as allowed: answer at once
+	}
+	defer func() { <-s.limits.holds }()
+	t := time.NewTimer(min(wait, s.limits.hold))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+}
+
+// refuseHubEarly answers a POST to the embedded hub from a client over its
+// rate before routing: the hub's route needs no token and is charged to
+// the client rate (limitClients skips it, so each request takes one token
+// as before). It reports whether r was answered. An encoded slash in the
+// path is left to the router (it is the JSON 404, uncharged).
+func (s *Server) refuseHubEarly(w http.ResponseWriter, r *http.Request) bool {
+	if s.limits.clients == nil || !s.earlyCharged(r) {
+		return false
+	}
+	return !s.allowClient(w, r)
 }
 
 // allowTokenWrite takes a token of an authenticated write's bearer (the
@@ -118,11 +182,17 @@ func (s *Server) allowTokenWrite(w http.ResponseWriter, r *http.Request, p princ
 // authMiddleware).
 func (s *Server) limitClients(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.limits.clients != nil && unauthenticatedRoute(r) && !s.allowClient(w, r) {
+		if s.limits.clients != nil && !s.earlyCharged(r) && unauthenticatedRoute(r) && !s.allowClient(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// earlyCharged reports whether r's client-rate token is taken before
+// routing (refuseHubEarly): a POST to the embedded hub's exact path.
+func (s *Server) earlyCharged(r *http.Request) bool {
+	return s.cfg.Hub != nil && r.Method == http.MethodPost && r.URL.Path == hub.HubPath && r.URL.RawPath == ""
 }
 
 // unauthenticatedRoute reports whether r is on a route that needs no

@@ -233,6 +233,13 @@ func noteRoute(next http.Handler) http.Handler {
 	})
 }
 
+// noteRouteOf sets the route label of a request answered before routing.
+func noteRouteOf(r *http.Request, route string) {
+	if ri, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+		ri.route = route
+	}
+}
+
 // instrument counts and times every request h serves.
 func (s *Server) instrument(h http.Handler) http.Handler {
 	m := s.cfg.Metrics

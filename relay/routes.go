@@ -131,6 +131,12 @@ func (s *Server) Handler() http.Handler {
 	// the decoded path, where /v1%2Fadmin/... would pass for /v1/admin/...
 	// (and slip past a proxy rule on that prefix).
 	return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A hub POST from a client over its rate is refused before routing
+		// (relay/limits.go refuseHubEarly).
+		if s.refuseHubEarly(w, r) {
+			noteRouteOf(r, hub.HubPath)
+			return
+		}
 		if strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
 			s.writeError(w, r, errNotFound)
 			return

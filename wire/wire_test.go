@@ -97,3 +97,60 @@ func TestErrorBody(t *testing.T) {
 		})
 	}
 }
+
+// marshalAppendReflect is the reflection-based encoding MarshalAppend
+// replaced: the event as given, then json.Marshal of the other members.
+func marshalAppendReflect(a wire.AppendAnswer) ([]byte, error) {
+	event := a.Event
+	a.Event = nil
+	tail, err := json.Marshal(a, json.Deterministic(true))
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append([]byte(`{"event":`), event...), ','), tail[1:]...), nil
+}
+
+func TestMarshalAppendMatchesJSON(t *testing.T) {
+	for _, a := range []wire.AppendAnswer{
+		{Record: wire.Record{Event: jsontext.Value(event)}},
+		{Record: wire.Record{Event: jsontext.Value(event), Receipt: wire.Receipt{ReceivedSeq: "18446744073709551615", ReceivedAt: "2026-07-19T10:00:00.000Z"},
+			MissingParents: []string{"a", "b"}, LineageStatus: "valid"},
+			Warnings: []wire.Warning{{Code: "c", Detail: "quote \" backslash \\ tab \t nul \x00 <&> \u2028 é", EventIDs: []string{}, Paths: []string{"p/1", "p\"2"}}}},
+		{Record: wire.Record{Event: jsontext.Value(event), MissingParents: []string{}}, Warnings: []wire.Warning{{}, {EventIDs: []string{"x"}}}},
+	} {
+		want, err := marshalAppendReflect(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := wire.MarshalAppend(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	}
+	if _, err := wire.MarshalAppend(wire.AppendAnswer{Record: wire.Record{Event: jsontext.Value(event), LineageStatus: "\xff"}}); err == nil {
+		t.Fatal("invalid UTF-8 marshalled without error")
+	}
+}
+
+// FuzzMarshalAppend: MarshalAppend writes what json.Marshal writes, and
+// fails exactly when it does.
+func FuzzMarshalAppend(f *testing.F) {
+	f.Add("7", "2026-07-19T10:00:00.000Z", "sha256:aa", "valid", "session_fork", "d\"\\\n", "p")
+	f.Add("", "", "", "", "", "\xff", "")
+	f.Fuzz(func(t *testing.T, seq, at, parent, status, code, detail, path string) {
+		a := wire.AppendAnswer{Record: wire.Record{Event: jsontext.Value(event), Receipt: wire.Receipt{ReceivedSeq: seq, ReceivedAt: at},
+			MissingParents: []string{parent}, LineageStatus: status},
+			Warnings: []wire.Warning{{Code: code, Detail: detail, EventIDs: []string{parent}}, {Code: code, Paths: []string{path}}}}
+		want, werr := marshalAppendReflect(a)
+		got, gerr := wire.MarshalAppend(a)
+		if (werr != nil) != (gerr != nil) {
+			t.Fatalf("errors differ: %v against %v", gerr, werr)
+		}
+		if werr == nil && string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+}

@@ -52,6 +52,9 @@ type hostileConfig struct {
 	RateTokenWrites, RateTokenWritesBurst int
 	PerTopic, PerHost, PerProject         int
 	PendingPerHost                        int
+	// RefusalHold is the relay's --rate-refusal-hold, passed only when
+	// set (a relay built before the flag refuses it).
+	RefusalHold string
 }
 
 type hostileResult struct {
@@ -139,6 +142,7 @@ func newHostileCmd() *cobra.Command {
 	f.IntVar(&c.PerHost, "websub-max-subscriptions-per-host", 1000, "the relay's cap")
 	f.IntVar(&c.PerProject, "websub-max-subscriptions-per-project", 10000, "the relay's cap")
 	f.IntVar(&c.PendingPerHost, "websub-max-pending-per-host", 32, "the relay's cap")
+	f.StringVar(&c.RefusalHold, "rate-refusal-hold", "", "the relay's --rate-refusal-hold (e.g. 0 or 1s); unset: the relay's default, the flag not passed")
 	return cmd
 }
 
@@ -203,19 +207,23 @@ func runHostile(ctx context.Context, c hostileConfig) (hostileResult, error) {
 	if c.Requests < 1 || c.FloodClients < 1 || c.FloodAddresses < 1 || c.Agents < 1 || c.Rate <= 0 || c.Quiet <= 0 || c.MaxFlood <= 0 {
 		return res, fmt.Errorf("--requests, --flood-clients, --flood-addresses, --agents, --rate and --quiet must be positive")
 	}
+	var hold []string
+	if c.RefusalHold != "" {
+		hold = []string{"--rate-refusal-hold", c.RefusalHold}
+	}
 	bin, cleanup, err := resolveRelayBin(ctx, c.RelayBin)
 	if err != nil {
 		return res, err
 	}
 	defer cleanup()
 	itoa := strconv.Itoa
-	r, err := startBenchRelay(ctx, benchRun{bin: bin, extra: []string{
+	r, err := startBenchRelay(ctx, benchRun{bin: bin, extra: append([]string{
 		"--websub-allow-hosts", "127.0.0.1", "--trusted-proxies", "127.0.0.1",
 		"--rate-client", itoa(c.RateClient), "--rate-client-burst", itoa(c.RateClientBurst),
 		"--rate-token-writes", itoa(c.RateTokenWrites), "--rate-token-writes-burst", itoa(c.RateTokenWritesBurst),
 		"--websub-max-subscriptions-per-topic", itoa(c.PerTopic), "--websub-max-subscriptions-per-host", itoa(c.PerHost),
 		"--websub-max-subscriptions-per-project", itoa(c.PerProject), "--websub-max-pending-per-host", itoa(c.PendingPerHost),
-		"--websub-retry-initial", "1s", "--websub-retry-max", "5s"}}, "")
+		"--websub-retry-initial", "1s", "--websub-retry-max", "5s"}, hold...)}, "")
 	if err != nil {
 		return res, err
 	}

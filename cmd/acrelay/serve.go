@@ -309,7 +309,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(cfg.Limits.limitConnections(ln, metrics)) }()
 	attrs := []any{"addr", ln.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0)}
 	logger.Info("relay listening", attrs...)
 
