@@ -28,6 +28,11 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code }
 
+// isUnauthorized reports a 401 of authenticate, whichever hint it carries.
+func isUnauthorized(err error) bool {
+	return errors.Is(err, errUnauthorized) || errors.Is(err, errTokenRejected)
+}
+
 func errf(status int, code, message string) *apiError {
 	return &apiError{Status: status, Code: code, Message: message}
 }
@@ -46,7 +51,11 @@ func (e *apiError) withHint(h string) *apiError {
 // built in toAPIError and adminError.
 var (
 	// Authentication and authorization (spec §10, §11).
-	errUnauthorized     = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
+	errUnauthorized = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
+	// errTokenRejected is errUnauthorized for a request that did send a
+	// bearer token: the same status, code and message (nothing is learned
+	// about why), and a hint that does not ask for what was sent.
+	errTokenRejected    = errUnauthorized.withHint("the bearer token sent is not accepted (unknown, revoked or mistyped): check which token the client sends (ACRELAY_TOKEN, --token-file)")
 	errNotFound         = errf(http.StatusNotFound, wire.CodeNotFound, "no such resource")
 	errProjectToken     = errf(http.StatusForbidden, wire.CodeProjectTokenRequired, "this route needs a project token, not the operator token")
 	errOperatorOnly     = errf(http.StatusForbidden, wire.CodeOperatorTokenRequired, "this route needs the operator token")

@@ -279,7 +279,7 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusForbidden, "That token lacks the read scope.")
 		return
 	case err != nil:
-		if ae, ok := err.(*apiError); !ok || ae != errUnauthorized {
+		if !isUnauthorized(err) {
 			u.s.log.WarnContext(r.Context(), "ui sign-in: token check failed", "err", err)
 			u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot check tokens right now; try again.")
 			return
