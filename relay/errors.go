@@ -107,8 +107,12 @@ var (
 	errKeysInvalid        = errf(http.StatusBadRequest, wire.CodeKeysInvalid, "keys must be correspondence")
 	errIdentityIDRequired = errf(http.StatusBadRequest, wire.CodeIdentityIDRequired, "identity_id is required")
 	errIdentityIDInvalid  = errf(http.StatusBadRequest, wire.CodeIdentityIDInvalid, "identity_id is not a canonical lowercase UUID")
-	errIdentityNotActive  = errf(http.StatusForbidden, wire.CodeIdentityNotActive, "the identity is not active in this project")
-	errTooManyStreams     = errf(http.StatusTooManyRequests, wire.CodeTooManyStreams, "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
+	// errIdentityNotFound: the wake stream's identity_id is no identity of
+	// the bearer's project (another project's looks the same). Its own
+	// code, so a client tells it from a relay without a wake stream.
+	errIdentityNotFound  = errf(http.StatusNotFound, wire.CodeIdentityNotFound, "identity_id is no identity of this project").withHint("use the identity_id of an active identity of the token's project")
+	errIdentityNotActive = errf(http.StatusForbidden, wire.CodeIdentityNotActive, "the identity is not active in this project")
+	errTooManyStreams    = errf(http.StatusTooManyRequests, wire.CodeTooManyStreams, "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
 
 	// Registry administration (spec §10).
 	errProjectIDRequired = errf(http.StatusBadRequest, wire.CodeProjectIDRequired, "with the operator token, name the project: ?project_id=")

@@ -98,7 +98,7 @@ func (f *relayFlags) optionalTokenClient() (*client.Client, error) {
 		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
 	}
 	tok, err := f.resolveToken()
-	if err != nil && (f.token != "" || f.tokenFile != "") {
+	if err != nil && (f.token != "" || f.tokenFile != "" || os.Getenv("ACRELAY_TOKEN_FILE") != "") {
 		return nil, err
 	}
 	c, err := client.New(f.url, tok)
