@@ -184,7 +184,7 @@ func TestVoiceTextNamesConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`(?m)^  overlapping claims on src/parser: demo agent (ada|brook)'s claim [0-9a-f-]{36} and demo agent (ada|brook)'s claim [0-9a-f-]{36}$`)
+	re := regexp.MustCompile(`(?m)^  overlapping claims on src/lexer: demo agent (ada|brook)'s claim [0-9a-f-]{36} and demo agent (ada|brook)'s claim [0-9a-f-]{36}$`)
 	if !re.MatchString(out) {
 		t.Errorf("voice text does not name the open conflict by owner and claim:\n%s", out)
 	}
