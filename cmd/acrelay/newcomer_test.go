@@ -300,3 +300,40 @@ func TestFollowSaysReconnecting(t *testing.T) {
 	t.Cleanup(func() { _ = srv2.Close() })
 	waitFor("relay back", &errw, "acrelay: reconnected")
 }
+
+// TestAuditFeedURLAndTokenProject: audit --feed takes the whole URL that
+// POST /v1/feeds answered (its relay is the default --url), and without
+// --project a project token audits its own project, as the README's
+// example right after the Quick start does.
+func TestAuditFeedURLAndTokenProject(t *testing.T) {
+	ar := newAuditRelay(t)
+	p := registerProject(t, ar.url, auditOperator)
+	p.post(t, ar.url, "one")
+	ar.integrate(t, p.id)
+	_, m := httpJSON(t, "POST", ar.url+"/v1/feeds", p.token, map[string]any{"repository_id": "repo:mp"})
+	feedURL, _ := m["url"].(string)
+	if !strings.Contains(feedURL, "?repository_id=") {
+		t.Fatalf("feed url %q", feedURL)
+	}
+	t.Setenv("ACRELAY_URL", "")
+	t.Setenv("ACRELAY_TOKEN", "")
+	stdout, _, err := runAgent(t, newAuditCmd(), "", "--project", p.id, "--feed", feedURL, "--log-key", ar.key.VerifierKey)
+	if err != nil || !strings.HasSuffix(stdout, "entries      not read: entry bundles hold every repository, a feed capability reads one\nOK\n") {
+		t.Fatalf("audit --feed <url>: %v\n%s", err, stdout)
+	}
+	if _, _, err := runAgent(t, newAuditCmd(), "", "--feed", ar.url+"/v1/other"); err == nil || !strings.Contains(err.Error(), "not a feed capability") {
+		t.Fatalf("--feed outside /v1/feeds/: %v", err)
+	}
+
+	t.Setenv("ACRELAY_URL", ar.url)
+	t.Setenv("ACRELAY_TOKEN", p.token)
+	state := filepath.Join(t.TempDir(), "audit.json")
+	stdout, _, err = runAgent(t, newAuditCmd(), "", "--state", state, "--log-key", ar.key.VerifierKey)
+	if err != nil || !strings.HasSuffix(stdout, "entries      received_seq 1..1: 1 checked (leaf hash, canonical record, received_seq)\nOK\n") {
+		t.Fatalf("audit with the token's project: %v\n%s", err, stdout)
+	}
+	t.Setenv("ACRELAY_TOKEN", "")
+	if _, _, err := runAgent(t, newAuditCmd(), ""); err == nil || !strings.Contains(err.Error(), "--project is required without a token") {
+		t.Fatalf("no project, no token: %v", err)
+	}
+}
