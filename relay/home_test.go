@@ -1,9 +1,17 @@
 package relay_test
 
 import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/acrelay/acrelay/hub"
 )
 
 // notFoundJSON is the body of GET / for an API client: the relay's JSON
@@ -106,5 +114,58 @@ func TestUnauthorizedHint(t *testing.T) {
 				t.Errorf("body %s\nwant %s", r.Body, tc.want)
 			}
 		})
+	}
+}
+
+// TestWebSubLoopbackCallbackNamesTheSwitch: a subscribe whose callback is
+// loopback or local-use is refused with a message naming
+// --websub-allow-hosts (and never echoing the callback); with localhost
+// allowed, a localhost callback is verified and the subscription stored.
+func TestWebSubLoopbackCallbackNamesTheSwitch(t *testing.T) {
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.URL.Query().Get("hub.challenge")))
+	}))
+	t.Cleanup(cb.Close)
+	_, port, _ := net.SplitHostPort(cb.Listener.Addr().String())
+	subscribe := func(e *env, pid, tok, callback string) resp {
+		topic := hub.Topic{ProjectID: pid, RepositoryID: "repo-a", Format: hub.FormatAtom}.URL("http://relay.test")
+		body := url.Values{"hub.mode": {"subscribe"}, "hub.topic": {topic}, "hub.callback": {callback}, "hub.secret": {"a-secret-of-the-subscriber"}}.Encode()
+		return e.do("POST", hub.HubPath, tok, []byte(body), "Content-Type", "application/x-www-form-urlencoded")
+	}
+
+	e, _ := newHubEnvAllowing(t)
+	pid, tok := e.newProject("")
+	const want = `{"error":"hub_callback_invalid","message":"hub.callback is a loopback, private or local-use host, which this hub refuses (SSRF guard); for tests on one machine the relay's operator can allow it with --websub-allow-hosts (e.g. 127.0.0.1,localhost; env ACRELAY_WEBSUB_ALLOW_HOSTS)"}`
+	for _, callback := range []string{"http://127.0.0.1:" + port + "/cb", "http://localhost:" + port + "/cb", "http://10.1.2.3/cb", "http://[::1]:" + port + "/cb"} {
+		r := subscribe(e, pid, tok, callback)
+		mustStatus(t, r, 400)
+		if string(r.Body) != want {
+			t.Errorf("%s: %s", callback, r.Body)
+		}
+	}
+	// A malformed callback keeps the general message.
+	if r := subscribe(e, pid, tok, "ftp://example.com/cb"); r.Status != 400 || strings.Contains(string(r.Body), "websub-allow-hosts") {
+		t.Errorf("ftp callback: %d %s", r.Status, r.Body)
+	}
+
+	e2, _ := newHubEnvAllowing(t, "localhost")
+	pid2, tok2 := e2.newProject("")
+	mustStatus(t, subscribe(e2, pid2, tok2, "http://localhost:"+port+"/cb"), 202)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		subs, err := e2.st.Subscriptions(context.Background(), pid2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(subs) == 1 {
+			if subs[0].Callback != "http://localhost:"+port+"/cb" {
+				t.Errorf("callback stored as %q", subs[0].Callback)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the localhost subscription was not verified")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
