@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +337,54 @@ func TestAuditFeedURLAndTokenProject(t *testing.T) {
 	t.Setenv("ACRELAY_TOKEN", "")
 	if _, _, err := runAgent(t, newAuditCmd(), ""); err == nil || !strings.Contains(err.Error(), "--project is required without a token") {
 		t.Fatalf("no project, no token: %v", err)
+	}
+}
+
+// TestFirstStartMigrationSummary: a first start's output, stdout and
+// stderr interleaved as a terminal shows them, has the token banner first
+// and then one "migrations applied" line naming how many, instead of one
+// line per migration before the banner.
+func TestFirstStartMigrationSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	migrations, err := os.ReadDir("../../store/sqlite/migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := acrelayBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--data-dir", t.TempDir())
+	cmd.Env = os.Environ()
+	both := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = both, both
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(both.String(), "relay listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("relay did not start:\n%s", both.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	text := both.String()
+	if n := strings.Count(text, "migration applied"); n != 0 {
+		t.Errorf("%d per-migration lines at the default level:\n%s", n, text)
+	}
+	banner := strings.Index(text, "operator token:")
+	summary := regexp.MustCompile(`level=INFO msg="migrations applied" dialect=sqlite count=(\d+) from_version=0 to_version=(\d+) duration=`).FindStringSubmatchIndex(text)
+	if banner < 0 || summary == nil {
+		t.Fatalf("no banner or no summary line:\n%s", text)
+	}
+	if summary[0] < banner {
+		t.Errorf("the summary comes before the banner:\n%s", text)
+	}
+	if count := text[summary[2]:summary[3]]; count != strconv.Itoa(len(migrations)) || text[summary[4]:summary[5]] != count {
+		t.Errorf("summary says %s migrations, to version %s; the store has %d:\n%s", count, text[summary[4]:summary[5]], len(migrations), text)
+	}
+	if strings.Count(text, "migrations applied") != 1 {
+		t.Errorf("more than one summary line:\n%s", text)
 	}
 }
