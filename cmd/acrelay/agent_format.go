@@ -117,7 +117,7 @@ func recordLine(ctx context.Context, names *identityNames, r client.Record) stri
 		at = t.UTC().Format("2006-01-02 15:04:05Z")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "#%d %s %s %-16s [%s]", r.Receipt.ReceivedSeq, at, oneLine(names.name(ctx, ev.Sender.IdentityID)), ev.Kind, oneLine(ev.ThreadID))
+	fmt.Fprintf(&b, "#%d %s %-16s %-16s [%s]", r.Receipt.ReceivedSeq, at, oneLine(names.name(ctx, ev.Sender.IdentityID)), ev.Kind, oneLine(ev.ThreadID))
 	if what := eventWhat(ev); what != "" {
 		b.WriteString(" " + what)
 	}

@@ -123,8 +123,8 @@ func TestReadingCommandsFormat(t *testing.T) {
 		text []*regexp.Regexp
 	}{
 		{"events", newEventsCmd, []string{"--all"}, []*regexp.Regexp{
-			regexp.MustCompile(`(?m)^#1 \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ demo agent ada intent +\[task:parser-errors\] \S.* \(paths src/parser\)$`),
-			regexp.MustCompile(`(?m)^#8 .* demo agent brook ack\.seen +\[task:parser-errors\] on sha256:[0-9a-f]{12}…`),
+			regexp.MustCompile(`(?m)^#1 \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ demo agent ada +intent +\[task:parser-errors\] \S.* \(paths src/parser\)$`),
+			regexp.MustCompile(`(?m)^#8 .* demo agent brook +ack\.seen +\[task:parser-errors\] on sha256:[0-9a-f]{12}…`),
 		}},
 		{"claims", newClaimsCmd, nil, []*regexp.Regexp{
 			regexp.MustCompile(`(?m)^active claims of repo:example\.com/newcomer: \d+ \(evaluated .*, cursor \d+, projection complete\)$`),
@@ -284,7 +284,7 @@ func TestFollowSaysReconnecting(t *testing.T) {
 		}
 	}
 	waitFor("the demo's records", &out, "#22 ")
-	if !regexp.MustCompile(`(?m)^#1 .* demo agent ada intent `).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^#1 .* demo agent ada +intent `).MatchString(out.String()) {
 		t.Errorf("text lines:\n%s", out.String())
 	}
 	if err := srv.Close(); err != nil { // the relay goes away: listener and streams
