@@ -388,3 +388,20 @@ func TestFirstStartMigrationSummary(t *testing.T) {
 		t.Errorf("more than one summary line:\n%s", text)
 	}
 }
+
+// TestTokenWithLineBreak: a token pasted with a line break (two lines of
+// the first start's banner in ACRELAY_TOKEN) is refused at once with a
+// clear message that does not echo it, not retried for seconds.
+func TestTokenWithLineBreak(t *testing.T) {
+	url, token, _ := testRelay(t)
+	t.Setenv("ACRELAY_URL", url)
+	t.Setenv("ACRELAY_TOKEN", token+"\n  try: ACRELAY_URL=…")
+	start := time.Now()
+	_, _, err := runAgent(t, newEventsCmd(), "", "--repository-id", "repo:x")
+	if err == nil || !strings.Contains(err.Error(), "the bearer token contains a line break") || strings.Contains(err.Error(), token) {
+		t.Fatalf("token with a line break: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v: the refusal was retried", d)
+	}
+}
