@@ -246,13 +246,20 @@ type Client struct {
 
 // New returns a Client for the relay at baseURL (scheme and host, with an
 // optional path prefix) authenticating with token. Error when baseURL is
-// not an absolute http(s) URL.
+// not an absolute http(s) URL, or token holds a control character (a
+// line break pasted with it: no request could carry it).
 func New(baseURL, token string) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("relay url %q: want an absolute http(s) URL", baseURL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	// A token pasted with a line break or other control character can
+	// never be sent (net/http refuses the header) and retrying cannot
+	// help: say so now, without echoing the token.
+	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return nil, errors.New("the bearer token contains a line break or another control character: check ACRELAY_TOKEN or the token file")
+	}
 	return &Client{BaseURL: u, Token: token, HTTP: &http.Client{}, Retry: DefaultRetry, UserAgent: "acrelay-client/0.1"}, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/acrelay/acrelay/wire"
 )
 
 // FollowQuery says what Follow follows. RepositoryID is required;
@@ -33,6 +35,13 @@ type FollowQuery struct {
 	IdleTimeout    time.Duration
 	ResyncInterval time.Duration
 	PollInterval   time.Duration
+	// Reconnecting, when set, is called (on Follow's goroutine) each time
+	// the wake stream failed and Follow waits wait before trying again:
+	// the relay is away or refusing for now. err says why.
+	Reconnecting func(err error, wait time.Duration)
+	// Connected, when set, is called each time the wake stream opens
+	// after a call of Reconnecting: the relay is back.
+	Connected func()
 }
 
 // WakeEvent is the data of one wake SSE "change" frame (spec §9). It is an
@@ -61,7 +70,9 @@ type sseFrame struct {
 // open and again after every change frame newer than the cursor, and
 // reconnects with Last-Event-ID and capped exponential backoff when the
 // stream ends, fails or stays silent. A relay without a wake stream (404,
-// 405, 501) is polled every q.PollInterval instead. Each record is yielded exactly once
+// 405, 501) is polled every q.PollInterval instead; a 404
+// identity_not_found (q.IdentityID is no identity of the token's project)
+// is yielded as an error, not polled around. Each record is yielded exactly once
 // per call even when frames repeat or replays overlap: records at or
 // below the cursor are skipped.
 //
@@ -95,6 +106,7 @@ type follower struct {
 	cursor      int64
 	lastEventID string
 	retryDelay  time.Duration // the stream's "retry:" field, if any
+	away        bool          // Reconnecting was called and Connected not since
 	yield       func(Record, error) bool
 }
 
@@ -121,6 +133,10 @@ func (f *follower) run(ctx context.Context) error {
 		}
 		d := f.c.Retry.delay(attempt, f.retryDelay)
 		attempt++
+		if err != nil && f.q.Reconnecting != nil {
+			f.away = true
+			f.q.Reconnecting(err, d)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -155,6 +171,9 @@ func (f *follower) session(ctx context.Context, live string) error {
 	defer cancel()
 	body, err := f.connect(sctx, live)
 	var ae *APIError
+	if errors.As(err, &ae) && ae.Code == wire.CodeIdentityNotFound {
+		return err // the stream exists; the identity does not: fatal, not a reason to poll
+	}
 	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed || ae.Status == http.StatusNotImplemented) {
 		return f.poll(ctx)
 	}
@@ -170,6 +189,10 @@ func (f *follower) session(ctx context.Context, live string) error {
 		return err
 	}
 	defer body.Close()
+	if f.away && f.q.Connected != nil {
+		f.away = false
+		f.q.Connected()
+	}
 	// Subscribe first, then replay: a change committed in between is
 	// either in the replay or announced on the open stream.
 	if err := f.replay(ctx); err != nil {

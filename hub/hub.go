@@ -204,16 +204,21 @@ type hubError struct {
 func (e *hubError) Error() string { return e.code }
 
 var (
-	errMethod          = &hubError{http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "the hub takes POST only"}
-	errContentType     = &hubError{http.StatusUnsupportedMediaType, wire.CodeContentTypeUnsupported, "the body must be application/x-www-form-urlencoded"}
-	errBodyTooLarge    = &hubError{http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "the body exceeds 16384 bytes"}
-	errBodyUnreadable  = &hubError{http.StatusBadRequest, wire.CodeBodyUnreadable, "the body could not be read"}
-	errForm            = &hubError{http.StatusBadRequest, wire.CodeBodyInvalid, "the body is not a valid form encoding"}
-	errRepeated        = &hubError{http.StatusBadRequest, wire.CodeHubParameterRepeated, "a hub.* parameter is repeated"}
-	errMode            = &hubError{http.StatusBadRequest, wire.CodeHubModeInvalid, "hub.mode must be subscribe or unsubscribe"}
-	errPublish         = &hubError{http.StatusBadRequest, wire.CodeHubPublishUnsupported, "this hub serves only this relay's own topics and takes no publish notifications"}
-	errTopic           = &hubError{http.StatusBadRequest, wire.CodeHubTopicInvalid, "hub.topic must be a topic URL of this relay"}
-	errCallback        = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an absolute http(s) URL of a public host, without userinfo or fragment"}
+	errMethod         = &hubError{http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "the hub takes POST only"}
+	errContentType    = &hubError{http.StatusUnsupportedMediaType, wire.CodeContentTypeUnsupported, "the body must be application/x-www-form-urlencoded"}
+	errBodyTooLarge   = &hubError{http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "the body exceeds 16384 bytes"}
+	errBodyUnreadable = &hubError{http.StatusBadRequest, wire.CodeBodyUnreadable, "the body could not be read"}
+	errForm           = &hubError{http.StatusBadRequest, wire.CodeBodyInvalid, "the body is not a valid form encoding"}
+	errRepeated       = &hubError{http.StatusBadRequest, wire.CodeHubParameterRepeated, "a hub.* parameter is repeated"}
+	errMode           = &hubError{http.StatusBadRequest, wire.CodeHubModeInvalid, "hub.mode must be subscribe or unsubscribe"}
+	errPublish        = &hubError{http.StatusBadRequest, wire.CodeHubPublishUnsupported, "this hub serves only this relay's own topics and takes no publish notifications"}
+	errTopic          = &hubError{http.StatusBadRequest, wire.CodeHubTopicInvalid, "hub.topic must be a topic URL of this relay"}
+	errCallback       = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an absolute http(s) URL of a public host, without userinfo or fragment"}
+	// errCallbackLocal: the SSRF guard refused a loopback, private or
+	// local-use callback (ssrf.ErrCallbackName, ssrf.ErrCallbackAddress). The message
+	// names the operator's switch, since a subscriber testing on one
+	// machine hits this first; it never echoes the callback.
+	errCallbackLocal   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback is a loopback, private or local-use host, which this hub refuses (SSRF guard); for tests on one machine the relay's operator can allow it with --websub-allow-hosts (e.g. 127.0.0.1,localhost; env ACRELAY_WEBSUB_ALLOW_HOSTS)"}
 	errCallbackHTTPS   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)"}
 	errLease           = &hubError{http.StatusBadRequest, wire.CodeHubLeaseSecondsInvalid, "hub.lease_seconds must be a non-negative integer"}
 	errSecretRequired  = &hubError{http.StatusBadRequest, wire.CodeHubSecretRequired, "hub.secret is required for a private topic"}
@@ -421,7 +426,10 @@ func (h *Hub) authorize(r *http.Request, projectID string) (string, bool, error)
 // request is made for a refused one), https in production.
 func (h *Hub) checkCallback(ctx context.Context, raw string) error {
 	u, err := h.opt.Guard.CheckCallbackResolved(ctx, raw)
-	if err != nil {
+	switch {
+	case errors.Is(err, ssrf.ErrCallbackName), errors.Is(err, ssrf.ErrCallbackAddress):
+		return errCallbackLocal
+	case err != nil:
 		return errCallback
 	}
 	if h.opt.Production && u.Scheme != "https" {

@@ -28,6 +28,11 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code }
 
+// isUnauthorized reports a 401 of authenticate, whichever hint it carries.
+func isUnauthorized(err error) bool {
+	return errors.Is(err, errUnauthorized) || errors.Is(err, errTokenRejected)
+}
+
 func errf(status int, code, message string) *apiError {
 	return &apiError{Status: status, Code: code, Message: message}
 }
@@ -46,7 +51,11 @@ func (e *apiError) withHint(h string) *apiError {
 // built in toAPIError and adminError.
 var (
 	// Authentication and authorization (spec §10, §11).
-	errUnauthorized     = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
+	errUnauthorized = errf(http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required").withHint("send Authorization: Bearer <token>")
+	// errTokenRejected is errUnauthorized for a request that did send a
+	// bearer token: the same status, code and message (nothing is learned
+	// about why), and a hint that does not ask for what was sent.
+	errTokenRejected    = errUnauthorized.withHint("the bearer token sent is not accepted (unknown, revoked or mistyped): check which token the client sends (ACRELAY_TOKEN, --token-file)")
 	errNotFound         = errf(http.StatusNotFound, wire.CodeNotFound, "no such resource")
 	errProjectToken     = errf(http.StatusForbidden, wire.CodeProjectTokenRequired, "this route needs a project token, not the operator token")
 	errOperatorOnly     = errf(http.StatusForbidden, wire.CodeOperatorTokenRequired, "this route needs the operator token")
@@ -98,8 +107,12 @@ var (
 	errKeysInvalid        = errf(http.StatusBadRequest, wire.CodeKeysInvalid, "keys must be correspondence")
 	errIdentityIDRequired = errf(http.StatusBadRequest, wire.CodeIdentityIDRequired, "identity_id is required")
 	errIdentityIDInvalid  = errf(http.StatusBadRequest, wire.CodeIdentityIDInvalid, "identity_id is not a canonical lowercase UUID")
-	errIdentityNotActive  = errf(http.StatusForbidden, wire.CodeIdentityNotActive, "the identity is not active in this project")
-	errTooManyStreams     = errf(http.StatusTooManyRequests, wire.CodeTooManyStreams, "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
+	// errIdentityNotFound: the wake stream's identity_id is no identity of
+	// the bearer's project (another project's looks the same). Its own
+	// code, so a client tells it from a relay without a wake stream.
+	errIdentityNotFound  = errf(http.StatusNotFound, wire.CodeIdentityNotFound, "identity_id is no identity of this project").withHint("use the identity_id of an active identity of the token's project")
+	errIdentityNotActive = errf(http.StatusForbidden, wire.CodeIdentityNotActive, "the identity is not active in this project")
+	errTooManyStreams    = errf(http.StatusTooManyRequests, wire.CodeTooManyStreams, "this token has too many open wake streams").withHint("close streams you no longer read; one per identity is enough")
 
 	// Registry administration (spec §10).
 	errProjectIDRequired = errf(http.StatusBadRequest, wire.CodeProjectIDRequired, "with the operator token, name the project: ?project_id=")

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -26,6 +25,7 @@ func (s *Server) Handler() http.Handler {
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errMethodNotAllowed)
 	})
+	m.HandleFunc("/", s.handleHome) // HTML to a browser, the JSON 404 to anyone else (relay/home.go)
 	m.HandleFunc("/healthz", s.handleHealth).Methods("GET", "HEAD")
 	m.HandleFunc("/readyz", s.handleReady).Methods("GET", "HEAD")
 	if s.cfg.MetricsHandler != nil {
@@ -153,7 +153,7 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
-			if errors.Is(err, errUnauthorized) && !s.allowClient(w, r) {
+			if isUnauthorized(err) && !s.allowClient(w, r) {
 				return // a client guessing tokens is held to the client rate
 			}
 			s.writeError(w, r, err)

@@ -234,7 +234,8 @@ func principalFrom(ctx context.Context) principal {
 
 // authenticate resolves the bearer token. Unknown, revoked or malformed
 // tokens are all 401 with one message, so nothing is learned from the
-// difference.
+// difference; the hint differs only between no bearer token sent
+// (errUnauthorized: send one) and one sent and refused (errTokenRejected).
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if len(r.Header.Values("Authorization")) > 1 {
 		return principal{}, errUnauthorized // ambiguous: never pick one
@@ -250,18 +251,18 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	}
 	id, err := token.ID(tok)
 	if err != nil {
-		return principal{}, errUnauthorized
+		return principal{}, errTokenRejected
 	}
 	t, err := s.st.GetToken(r.Context(), id)
 	if err != nil {
 		if isNotFound(err) {
 			token.Matches(tok, make([]byte, 32)) // same work as a found token
-			return principal{}, errUnauthorized
+			return principal{}, errTokenRejected
 		}
 		return principal{}, err
 	}
 	if !token.Matches(tok, t.Hash) || t.Revoked {
-		return principal{}, errUnauthorized
+		return principal{}, errTokenRejected
 	}
 	return principal{ProjectID: t.ProjectID, TokenID: t.ID, Scopes: t.Scopes}, nil
 }
@@ -313,7 +314,7 @@ func (s *Server) AuthorizeTopic(r *http.Request, projectID string) (tokenID stri
 	}
 	p, err := s.authenticate(r)
 	if err != nil {
-		if errors.Is(err, errUnauthorized) {
+		if isUnauthorized(err) {
 			return "", false, hub.ErrUnauthorized
 		}
 		return "", false, err

@@ -279,7 +279,7 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusForbidden, "That token lacks the read scope.")
 		return
 	case err != nil:
-		if ae, ok := err.(*apiError); !ok || ae != errUnauthorized {
+		if !isUnauthorized(err) {
 			u.s.log.WarnContext(r.Context(), "ui sign-in: token check failed", "err", err)
 			u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot check tokens right now; try again.")
 			return
@@ -565,19 +565,28 @@ type uiClaim struct {
 	Competing                                  []string
 }
 
+// uiOverlap is a pair of overlapping active claims, each named by its
+// owner and claim id (the event id only in a tooltip).
 type uiOverlap struct {
-	Left, Right string
+	Left, Right uiClaimRef
 	Paths       []string
 }
+
+// uiClaimRef names one active claim as a person reads it.
+type uiClaimRef struct{ Owner, ClaimID, EventID string }
+
+// uiEventRef names an event by its place in the log when the recent
+// window holds it ("#12 claim.renew"), else by its id.
+type uiEventRef struct{ Label, EventID string }
 
 type uiFork struct {
 	Owner, DeviceID, SessionID string
 	SessionSeq                 int64
-	EventIDs                   []string
+	Events                     []uiEventRef
 }
 
 type uiMissing struct {
-	EventID string
+	Event   uiEventRef
 	Parents []string
 }
 
@@ -659,6 +668,26 @@ func (u *uiViews) view(ctx context.Context, sess *uiSession, repo string) (*uiVi
 		v.Cursor = *c
 	}
 	conflicted := make(map[string]bool)
+	claimOf := make(map[string]uiClaimRef, len(snap.Claims))
+	for _, c := range snap.Claims {
+		claimOf[c.EventID] = uiClaimRef{Owner: name(c.RootIdentityID), ClaimID: c.ClaimID, EventID: c.EventID}
+	}
+	claimRef := func(eventID string) uiClaimRef {
+		if c, ok := claimOf[eventID]; ok {
+			return c
+		}
+		return uiClaimRef{Owner: "an unknown owner", ClaimID: eventID, EventID: eventID}
+	}
+	recentOf := make(map[string]store.Record, len(snap.Recent))
+	for _, rec := range snap.Recent {
+		recentOf[rec.EventID] = rec
+	}
+	eventRef := func(eventID string) uiEventRef {
+		if rec, ok := recentOf[eventID]; ok {
+			return uiEventRef{Label: "#" + strconv.FormatInt(rec.ReceivedSeq, 10) + " " + string(rec.Kind), EventID: eventID}
+		}
+		return uiEventRef{Label: eventID, EventID: eventID}
+	}
 	for _, c := range snap.Claims {
 		var scope struct {
 			Paths []string `json:"paths"`
@@ -673,21 +702,23 @@ func (u *uiViews) view(ctx context.Context, sess *uiSession, repo string) (*uiVi
 	}
 	overlaps, _ := overlappingClaims(snap.Claims)
 	for _, o := range overlaps {
-		v.Overlaps = append(v.Overlaps, uiOverlap{Left: o.LeftEventID, Right: o.RightEventID, Paths: o.Paths})
+		v.Overlaps = append(v.Overlaps, uiOverlap{Left: claimRef(o.LeftEventID), Right: claimRef(o.RightEventID), Paths: o.Paths})
 		conflicted[o.LeftEventID], conflicted[o.RightEventID] = true, true
 	}
 	for i := range v.Claims {
 		v.Claims[i].Overlapping = conflicted[v.Claims[i].EventID] && !v.Claims[i].Conflicted
 	}
 	for _, f := range snap.SessionForks {
-		v.Forks = append(v.Forks, uiFork{Owner: name(f.IdentityID), DeviceID: f.DeviceID, SessionID: f.SessionID, SessionSeq: f.SessionSeq, EventIDs: f.EventIDs})
+		fork := uiFork{Owner: name(f.IdentityID), DeviceID: f.DeviceID, SessionID: f.SessionID, SessionSeq: f.SessionSeq}
 		for _, id := range f.EventIDs {
 			conflicted[id] = true
+			fork.Events = append(fork.Events, eventRef(id))
 		}
+		v.Forks = append(v.Forks, fork)
 	}
 	for _, rec := range snap.Recent {
 		if len(rec.MissingParents) > 0 {
-			v.Missing = append(v.Missing, uiMissing{EventID: rec.EventID, Parents: rec.MissingParents})
+			v.Missing = append(v.Missing, uiMissing{Event: eventRef(rec.EventID), Parents: rec.MissingParents})
 			conflicted[rec.EventID] = true
 		}
 	}

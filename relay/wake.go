@@ -474,7 +474,7 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 	ident, err := s.st.GetIdentity(r.Context(), p.ProjectID, identityID)
 	switch {
 	case isNotFound(err) || err == nil && ident.ProjectID != p.ProjectID:
-		s.writeError(w, r, errNotFound) // another project's identity is indistinguishable from none
+		s.writeError(w, r, errIdentityNotFound) // another project's identity is indistinguishable from none
 		return
 	case err != nil:
 		s.writeError(w, r, err)

@@ -195,7 +195,7 @@ func TestWakeRefusals(t *testing.T) {
 
 	unknown := e.do("GET", "/v1/wake/voice?identity_id="+newUUID()+"&keys=correspondence", tok, nil)
 	foreign := e.do("GET", "/v1/wake/voice?identity_id="+stranger.IdentityID+"&keys=correspondence", tok, nil)
-	if unknown.Status != 404 || foreign.Status != 404 || string(unknown.Body) != string(foreign.Body) {
+	if unknown.Status != 404 || foreign.Status != 404 || string(unknown.Body) != string(foreign.Body) || unknown.code(t) != "identity_not_found" {
 		t.Fatalf("another project's identity must look unknown: %d %s / %d %s", unknown.Status, unknown.Body, foreign.Status, foreign.Body)
 	}
 	for _, tc := range []refusal{
@@ -208,7 +208,7 @@ func TestWakeRefusals(t *testing.T) {
 		{"other keys", "?identity_id=" + a.IdentityID + "&keys=other", tok, nil, 400, "keys_invalid"},
 		{"unknown parameter", "?identity_id=" + a.IdentityID + "&keys=correspondence&x=1", tok, nil, 400, "query_invalid"},
 		{"inactive identity", "?identity_id=" + gone.IdentityID + "&keys=correspondence", tok, nil, 403, "identity_not_active"},
-		{"foreign identity", "?identity_id=" + stranger.IdentityID + "&keys=correspondence", tok, nil, 404, "not_found"},
+		{"foreign identity", "?identity_id=" + stranger.IdentityID + "&keys=correspondence", tok, nil, 404, "identity_not_found"},
 		{"json only", "?identity_id=" + a.IdentityID + "&keys=correspondence", tok, []string{"Accept", "application/json"}, 406, "representation_not_acceptable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,9 +17,15 @@ import (
 // cmd/acrelay wires it.
 func newHubEnv(t *testing.T) (*env, *hub.Hub) {
 	t.Helper()
+	return newHubEnvAllowing(t, "127.0.0.1")
+}
+
+// newHubEnvAllowing is newHubEnv with --websub-allow-hosts set to allow.
+func newHubEnvAllowing(t *testing.T, allow ...string) (*env, *hub.Hub) {
+	t.Helper()
 	st := openTestStore(t)
 	var srv *relay.Server
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: allow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ const (
 	CodeIdentityIDRequired = "identity_id_required" // 400
 	CodeIdentityIDInvalid  = "identity_id_invalid"  // 400 (also from the registry)
 	CodeIdentityNotActive  = "identity_not_active"  // 403 (400 from the registry)
+	CodeIdentityNotFound   = "identity_not_found"   // 404: no such identity in the bearer's project
 	CodeTooManyStreams     = "too_many_streams"     // 429
 
 	// Registry administration (spec §10).

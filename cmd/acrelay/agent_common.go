@@ -35,7 +35,7 @@ func (f *relayFlags) add(cmd *cobra.Command, withKeyring bool) {
 	f.prof.flag, f.withKeyring = addProfileFlag(cmd), withKeyring
 	fs.StringVar(&f.url, "url", envOr("ACRELAY_URL", ""), "relay base URL, e.g. http://127.0.0.1:8080 (env ACRELAY_URL)")
 	fs.StringVar(&f.token, "token", "", "bearer token (env ACRELAY_TOKEN; prefer the env or --token-file over the command line)")
-	fs.StringVar(&f.tokenFile, "token-file", envOr("ACRELAY_TOKEN_FILE", ""), "file holding the bearer token (env ACRELAY_TOKEN_FILE)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token; wins over ACRELAY_TOKEN (env ACRELAY_TOKEN_FILE)")
 	if withKeyring {
 		fs.StringVar(&f.keyring, "keyring", envOr("ACRELAY_KEYRING", ""),
 			`JSON file [{"signing_key_id","identity_id","public_key_b64url"}] to verify every record read (env ACRELAY_KEYRING)`)
@@ -52,21 +52,22 @@ func (f *relayFlags) applyProfile() error {
 	return err
 }
 
-// resolveToken applies the precedence flag, ACRELAY_TOKEN, token file,
-// then the agent profile's token_file or token_env.
+// resolveToken applies the precedence --token, --token-file, ACRELAY_TOKEN,
+// ACRELAY_TOKEN_FILE, then the agent profile's token_file or token_env:
+// what the command line names wins over the environment, so an explicit
+// --token-file is never silently overridden by an exported ACRELAY_TOKEN.
 func (f *relayFlags) resolveToken() (string, error) {
 	if f.token != "" {
 		return f.token, nil
 	}
+	if f.tokenFile != "" {
+		return readTokenFile(f.tokenFile)
+	}
 	if v := os.Getenv("ACRELAY_TOKEN"); v != "" {
 		return v, nil
 	}
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return "", fmt.Errorf("token file: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
+	if v := os.Getenv("ACRELAY_TOKEN_FILE"); v != "" {
+		return readTokenFile(v)
 	}
 	if p, err := f.prof.get(); err != nil || p != nil {
 		if err != nil {
@@ -74,7 +75,15 @@ func (f *relayFlags) resolveToken() (string, error) {
 		}
 		return p.token()
 	}
-	return "", errors.New("no bearer token: set --token, ACRELAY_TOKEN or --token-file (or an agent profile: acrelay agent init)")
+	return "", errors.New("no bearer token: set --token, --token-file, ACRELAY_TOKEN or ACRELAY_TOKEN_FILE (or an agent profile: acrelay agent init)")
+}
+
+func readTokenFile(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // client builds the SDK client; stderr gets one notice when records will

@@ -31,8 +31,10 @@ start prints), gives them a read+append token, and plays a coordination
 story: intents, overlapping claims (visible in voice as overlap), progress,
 an artifact offer of a git commit acknowledged up to ack.applied, a pause
 and resume, a claim renewal fork resolved with conflict.resolve, a handoff,
-releases and close. Every record is then read back and verified. It prints
-where to look: the events (JSON and Atom), voice and claims URLs.
+releases and close. Last, it leaves a claim open and another overlapping it
+(a live claim and an open conflict to look at, for 30 minutes). Every
+record is then read back and verified. It prints where to look: the web
+view of the repository, the events (JSON and Atom), voice and claims URLs.
 
 The private keys live only in memory and are dropped at exit.`,
 		Example: `  export ACRELAY_URL=http://127.0.0.1:8080 ACRELAY_TOKEN=<project token>  # a token in an env var, not in the process list
@@ -191,8 +193,13 @@ func runDemo(ctx context.Context, admin *client.Client, repo string, out io.Writ
 	if v, err := d.c.Voice(ctx, repo, ""); err != nil {
 		fmt.Fprintf(out, "  voice: not readable (%v)\n", err)
 	} else {
+		claimOf := map[string]string{}
+		for ev, name := range map[*correspondence.Event]string{openA: "ada", openB: "brook"} {
+			c, _ := ev.Claim()
+			claimOf[ev.ID] = name + "'s claim " + c.ClaimID
+		}
 		for _, o := range v.Conflicts.OverlappingClaims {
-			fmt.Fprintf(out, "  voice: overlapping claims %s… and %s… on %v\n", short(o.LeftEventID), short(o.RightEventID), o.Paths)
+			fmt.Fprintf(out, "  voice: overlapping claims on %v: %s and %s\n", o.Paths, claimOf[o.LeftEventID], claimOf[o.RightEventID])
 		}
 		if len(v.Conflicts.OverlappingClaims) == 0 {
 			fmt.Fprintf(out, "  voice: no overlap reported (projection_status=%s)\n", v.ProjectionStatus)
@@ -245,9 +252,11 @@ func runDemo(ctx context.Context, admin *client.Client, repo string, out io.Writ
 	if cl, err := d.c.Claims(ctx, client.ClaimsQuery{RepositoryID: repo, Path: "src/parser"}); err != nil {
 		fmt.Fprintf(out, "  claims: not readable (%v)\n", err)
 	} else {
+		seen := map[string]bool{}
 		for _, row := range cl.Claims {
-			if row.Conflicted {
-				fmt.Fprintf(out, "  claims: %s… generation %d is conflicted with %d competing tip(s)\n", short(row.EventID), row.Generation, len(row.CompetingEventIDs))
+			if row.Conflicted && !seen[row.ClaimID] {
+				seen[row.ClaimID] = true
+				fmt.Fprintf(out, "  claims: ada's claim %s generation %d is conflicted: %d tips, one per device\n", row.ClaimID, row.Generation, len(row.CompetingEventIDs)+1)
 			}
 		}
 	}
@@ -277,6 +286,26 @@ func runDemo(ctx context.Context, admin *client.Client, repo string, out io.Writ
 		return err
 	}
 
+	// Left open on purpose, so the web view, voice and claims have
+	// something to show: a live claim, and another that overlaps it.
+	step("6. Left open for you to look at: a live claim and an overlapping one")
+	d.thread = "task:lexer"
+	if _, err := d.post(brook, d.at("src/lexer"), client.Intent("Split the lexer's token table out of the parser.")); err != nil {
+		return err
+	}
+	liveB, err := d.post(brook, d.at("src/lexer"), client.ClaimOpen(uuid.NewString(), now.Add(30*time.Minute)))
+	if err != nil {
+		return err
+	}
+	liveA, err := d.post(ada, d.at("src/lexer/tokens"), client.ClaimOpen(uuid.NewString(), now.Add(30*time.Minute)))
+	if err != nil {
+		return err
+	}
+	claimB, _ := liveB.Claim()
+	claimA, _ := liveA.Claim()
+	fmt.Fprintf(out, "  open: brook's claim %s on src/lexer and ada's claim %s on src/lexer/tokens overlap until %s\n",
+		claimB.ClaimID, claimA.ClaimID, now.Add(30*time.Minute).UTC().Format("15:04:05Z"))
+
 	// Read everything back, verifying each record against the two keys.
 	n := 0
 	for _, err := range d.c.Events(ctx, client.EventsQuery{RepositoryID: repo}) {
@@ -295,6 +324,8 @@ func runDemo(ctx context.Context, admin *client.Client, repo string, out io.Writ
 			atom = u
 		}
 	}
+	fmt.Fprintf(out, "In a browser (sign in with a read token of the project; the project token works):\n")
+	fmt.Fprintf(out, "  web view:      %s/ui/projects/%s?%s\n\n", base, url.PathEscape(project), q)
 	fmt.Fprintf(out, "Where to look (send your token as Authorization: Bearer …):\n")
 	fmt.Fprintf(out, "  events (JSON): %s/v1/correspondence/events?%s\n", base, q)
 	fmt.Fprintf(out, "  events (Atom): %s\n", atom)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acrelay/acrelay/client"
+	"github.com/acrelay/acrelay/wire"
 )
 
 func init() { rootCmd.AddCommand(newFollowCmd()) }
@@ -23,13 +25,20 @@ func newFollowCmd() *cobra.Command {
 	var cursorFile string
 	var verifyLog bool
 	var logKey string
+	var format outputFormat
 	cmd := &cobra.Command{
 		Use:   "follow",
-		Short: "Follow a repository live, printing records as JSON lines",
-		Long: `follow prints every record of a repository (or thread) as it arrives, one
-JSON line each, until interrupted. It listens on the wake stream
-(GET /v1/wake/voice, addressed to --identity-id, an active identity of the
-project) and replays GET /events?after=<cursor> on each change, reconnecting
+		Short: "Follow a repository live, printing each record as it arrives",
+		Long: `follow prints every record of a repository (or thread) as it arrives, until
+interrupted: one line of text each on a terminal (who, what kind, which
+thread, its summary), one JSON line each ({event, receipt, …}) when the
+output is piped or with --format json. While the relay is away it says
+"reconnecting…" on stderr (a JSON line {"status":"reconnecting",…} on
+stderr with --format json) and "reconnected" when it is back.
+
+It listens on the wake stream (GET /v1/wake/voice, addressed to
+--identity-id, an active identity of the project: an unknown one is an
+error) and replays GET /events?after=<cursor> on each change, reconnecting
 with Last-Event-ID after failures. Each record is printed once.
 
 With --verify-log each record is checked against the project's
@@ -68,10 +77,33 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 					return err
 				}
 			}
+			text, err := format.text(cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			names := &identityNames{c: c}
+			stderr := cmd.ErrOrStderr()
+			q.Reconnecting = func(err error, wait time.Duration) {
+				if text {
+					fmt.Fprintf(stderr, "acrelay: relay unreachable (%v); reconnecting… (next try in %s)\n", briefError(err), wait.Round(100*time.Millisecond))
+					return
+				}
+				_ = writeJSONLine(stderr, map[string]any{"status": "reconnecting", "error": briefError(err).Error(), "retry_in_seconds": wait.Seconds()})
+			}
+			q.Connected = func() {
+				if text {
+					fmt.Fprintln(stderr, "acrelay: reconnected")
+					return
+				}
+				_ = writeJSONLine(stderr, map[string]any{"status": "connected"})
+			}
 			for r, err := range c.Follow(ctx, q) {
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil // interrupted: a normal end
+					}
+					if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == wire.CodeIdentityNotFound {
+						return &identityError{id: q.IdentityID, err: err}
 					}
 					return err
 				}
@@ -83,7 +115,11 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 						return &exitError{code: 1, err: fmt.Errorf("--verify-log: %w", err)}
 					}
 				}
-				if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
+				if text {
+					if _, err := fmt.Fprintln(cmd.OutOrStdout(), recordLine(ctx, names, r)); err != nil {
+						return err
+					}
+				} else if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
 					return err
 				}
 				if cursorFile != "" {
@@ -104,5 +140,30 @@ after each printed record, so a restarted follow resumes where it stopped.`,
 	fs.DurationVar(&q.PollInterval, "poll-interval", 10*time.Second, "replay pace when the relay has no wake stream")
 	fs.StringVar(&cursorFile, "cursor-file", "", "file keeping the last printed received_seq")
 	addVerifyLogFlags(cmd, &verifyLog, &logKey)
+	format.add(cmd)
 	return cmd
+}
+
+// identityError is follow's answer to a 404 identity_not_found: the
+// --identity-id the wake stream was addressed to is no identity of the
+// token's project.
+type identityError struct {
+	id  string
+	err error
+}
+
+func (e *identityError) Error() string {
+	return "--identity-id " + e.id + " is no identity of this token's project: give the id of one of its active identities (acrelay demo prints two)"
+}
+
+func (e *identityError) Unwrap() error { return e.err }
+
+// briefError is err without the request URL a *url.Error repeats (the
+// wake stream's, long and the same every time).
+func briefError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

@@ -118,7 +118,7 @@ subscribe with exit status 1.`,
 	addVerifyLogFlags(cmd, &cfg.VerifyLog, &cfg.LogKey)
 	fs.BoolVar(&cfg.NoSecret, "no-secret", false, "send no hub.secret and accept unsigned deliveries (public topics only)")
 	fs.StringVar(&rf.token, "token", "", "bearer token with the read scope, for private topics (env ACRELAY_TOKEN; prefer the env or --token-file over the command line)")
-	fs.StringVar(&rf.tokenFile, "token-file", envOr("ACRELAY_TOKEN_FILE", ""), "file holding the bearer token (env ACRELAY_TOKEN_FILE)")
+	fs.StringVar(&rf.tokenFile, "token-file", "", "file holding the bearer token; wins over ACRELAY_TOKEN (env ACRELAY_TOKEN_FILE)")
 	fs.StringVar(&rf.keyring, "keyring", envOr("ACRELAY_KEYRING", ""),
 		`JSON file [{"signing_key_id","identity_id","public_key_b64url"}] to verify every record delivered (env ACRELAY_KEYRING)`)
 	return cmd
@@ -127,7 +127,7 @@ subscribe with exit status 1.`,
 // optionalToken is resolveToken for commands that also work without a
 // token (public topics).
 func optionalToken(rf *relayFlags) (string, error) {
-	if rf.token == "" && rf.tokenFile == "" && os.Getenv("ACRELAY_TOKEN") == "" {
+	if rf.token == "" && rf.tokenFile == "" && os.Getenv("ACRELAY_TOKEN") == "" && os.Getenv("ACRELAY_TOKEN_FILE") == "" {
 		return "", nil
 	}
 	return rf.resolveToken()

@@ -199,18 +199,20 @@ func TestSignPostEvents(t *testing.T) {
 }
 
 func TestDemoAgainstRealRelay(t *testing.T) {
-	url, token, _ := testRelay(t)
+	url, token, project := testRelay(t)
 	out, _, err := runAgent(t, newDemoCmd(), "", "--url", url, "--token", token, "--repository-id", "repo:example.com/demo")
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"read back 22 of 22 records; every signature and event id verified",
+		"read back 25 of 25 records; every signature and event id verified",
 		"ada#2  claim.renew",
 		"brook  ack.applied",
 		"ada    conflict.resolve",
-		"voice: overlapping claims sha256:",
-		"generation 2 is conflicted with 1 competing tip(s)",
+		"voice: overlapping claims on [src/parser]: ",
+		"6. Left open for you to look at: a live claim and an overlapping one",
+		"  web view:      " + url + "/ui/projects/" + project + "?repository_id=repo%3Aexample.com%2Fdemo\n",
+		"generation 2 is conflicted: 2 tips, one per device",
 		url + "/v1/correspondence/voice?repository_id=repo%3Aexample.com%2Fdemo",
 		// The relay's alternate link, which names the project.
 		"/v1/correspondence/events.atom?project_id=",

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,13 +58,22 @@ A public project needs no token; a private one needs a read token, or
 --feed with a feed capability, which checks the checkpoint and its
 consistency but reads no entry (bundles hold every repository's records,
 a capability reads one; follow its feed with --verify-log instead).`,
-		Example: `  acrelay audit --url https://relay.example --project 1111…1111 --state audit.json
+		Example: `  acrelay audit --state audit.json   # ACRELAY_URL, ACRELAY_TOKEN; the token's project
+  acrelay audit --feed 'https://relay.example/v1/feeds/acf_…atom?repository_id=…' --project 1111…1111
+  acrelay audit --url https://relay.example --project 1111…1111 --state audit.json
   acrelay audit --url https://relay.example --project 1111…1111 --state audit.json --all \
     --log-key 'relay.example+1a2b3c4d+AbC…'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if projectID == "" {
-				return errors.New("--project is required")
+			if feedCap != "" {
+				capability, base, err := parseFeedArg(feedCap)
+				if err != nil {
+					return err
+				}
+				feedCap = capability
+				if rf.url == "" {
+					rf.url = base
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -71,20 +82,62 @@ a capability reads one; follow its feed with --verify-log instead).`,
 			if err != nil {
 				return err
 			}
+			if projectID == "" {
+				if c.Token == "" {
+					return errors.New("--project is required without a token (with a project token it defaults to the token's project)")
+				}
+				who, err := c.Whoami(ctx)
+				if err != nil {
+					return fmt.Errorf("--project not given, and the token's project is unknown: %w", err)
+				}
+				if who.ProjectID == "" {
+					return errors.New("--project is required with the operator token")
+				}
+				projectID = who.ProjectID
+			}
 			return runAudit(ctx, out, cmd.ErrOrStderr(), c, auditArgs{projectID, stateFile, logKey, feedCap, all})
 		},
 	}
 	rf.add(cmd, true)
 	fs := cmd.Flags()
-	fs.StringVar(&projectID, "project", "", "project id (required)")
+	fs.StringVar(&projectID, "project", "", "project id (default: the project of the token)")
 	fs.StringVar(&stateFile, "state", "", "file keeping the pinned log key and the last verified checkpoint")
 	fs.StringVar(&logKey, "log-key", "", "the relay's log verifier key (name+hash+key); default: the one pinned in --state, else the relay's")
-	fs.StringVar(&feedCap, "feed", "", "read through this feed capability instead of a token")
+	fs.StringVar(&feedCap, "feed", "", "read through this feed capability instead of a token: the url POST /v1/feeds answered (its relay is then the default --url), or its acf_… segment")
 	fs.BoolVar(&all, "all", false, "read and check every entry, not only those since the state's checkpoint")
 	return cmd
 }
 
 func init() { rootCmd.AddCommand(newAuditCmd()) }
+
+// parseFeedArg reads --feed: the whole capability URL that POST /v1/feeds
+// answers (https://relay/v1/feeds/acf_….atom?repository_id=…, or its
+// .json or a path under it), or only its acf_… segment. It returns the
+// capability segment and, for a URL, the relay's base URL. Errors: a URL
+// that is not under /v1/feeds/.
+func parseFeedArg(arg string) (capability, base string, err error) {
+	if !strings.Contains(arg, "/") {
+		return strings.TrimSuffix(strings.TrimSuffix(arg, ".atom"), ".json"), "", nil
+	}
+	u, err := url.Parse(arg)
+	if err != nil {
+		return "", "", fmt.Errorf("--feed: not a URL (%v)", err)
+	}
+	const prefix = "/v1/feeds/"
+	i := strings.Index(u.Path, prefix)
+	if i < 0 {
+		return "", "", errors.New("--feed: the URL is not a feed capability (/v1/feeds/acf_….atom)")
+	}
+	seg, _, _ := strings.Cut(u.Path[i+len(prefix):], "/")
+	seg = strings.TrimSuffix(strings.TrimSuffix(seg, ".atom"), ".json")
+	if seg == "" {
+		return "", "", errors.New("--feed: the URL names no capability")
+	}
+	if u.Scheme != "" && u.Host != "" {
+		base = u.Scheme + "://" + u.Host + u.Path[:i]
+	}
+	return seg, base, nil
+}
 
 type auditArgs struct {
 	projectID, stateFile, logKey, feedCap string
@@ -101,7 +154,7 @@ func (f *relayFlags) optionalTokenClient() (*client.Client, error) {
 		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
 	}
 	tok, err := f.resolveToken()
-	if err != nil && (f.token != "" || f.tokenFile != "") {
+	if err != nil && (f.token != "" || f.tokenFile != "" || os.Getenv("ACRELAY_TOKEN_FILE") != "") {
 		return nil, err
 	}
 	c, err := client.New(f.url, tok)

@@ -381,7 +381,7 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 	near := threads[ev.ThreadID] || len(overlap) > 0 || namesMine || citesMine
 	a := authorOf(names, ev.Sender.IdentityID)
 	head := func(what string) string {
-		return fmt.Sprintf("- [%s] %s %s (event %s, issued %s)", ev.Kind, a.Label(), what, shortID(ev.ID), ev.IssuedAt)
+		return fmt.Sprintf("- [%s] %s %s (event %s, issued %s)", ev.Kind, a.Label(), what, inboxEventID(ev.ID), ev.IssuedAt)
 	}
 	var lines []string
 	quote := func(field string) {
@@ -396,7 +396,7 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 		var mine []string
 		for _, id := range refs {
 			if own[id] {
-				mine = append(mine, shortID(id))
+				mine = append(mine, inboxEventID(id))
 			}
 		}
 		if len(mine) == 0 {
@@ -466,7 +466,9 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 
 // shortID is an event id cut to its first 12 hex digits, enough to tell
 // events apart in a model's context ("sha256:0123456789ab…").
-func shortID(id string) string {
+// inboxEventID shortens an event id for a model: its first 19 characters
+// ("sha256:" and 12 hex), enough to name it in a thread.
+func inboxEventID(id string) string {
 	if len(id) > 19 {
 		return id[:19] + "…"
 	}

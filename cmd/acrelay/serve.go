@@ -22,6 +22,7 @@ import (
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store"
 )
 
 // serveConfig is everything `acrelay serve` reads from flags and the
@@ -250,6 +251,13 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	}
 	if boot != nil {
 		printBootstrap(out, boot, public)
+	}
+	// One line for the start-up migrations, after the banner: a first
+	// start applies them all, and one line each would bury the tokens.
+	if mr, ok := st.(store.MigrationReporter); ok {
+		if m := mr.Migrations(); m.Applied > 0 {
+			logger.Info("migrations applied", "dialect", m.Dialect, "count", m.Applied, "from_version", m.From, "to_version", m.To, "duration", m.Duration.Round(time.Millisecond))
+		}
 	}
 	logKey, err := openLogKey(ctx, st, public) // serve_tlog.go
 	if err != nil {

@@ -30,7 +30,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-var _ store.Store = (*DB)(nil)
+var (
+	_ store.Store             = (*DB)(nil)
+	_ store.MigrationReporter = (*DB)(nil)
+)
 
 // maxAttempts bounds how often a transaction that failed with a
 // serialization failure or deadlock (or before reaching the server) runs.
@@ -38,10 +41,11 @@ const maxAttempts = 3
 
 // DB is the PostgreSQL store. It is safe for concurrent use.
 type DB struct {
-	pool    *pgxpool.Pool
-	logger  *slog.Logger
-	appends *groupcommit.Queues[appendStep] // per-project group commit of appends (groupcommit.go)
-	obs     store.Observer                  // Options.Observer; nil observes nothing
+	migrated store.MigrationSummary // what Open's migration did (Migrations)
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	appends  *groupcommit.Queues[appendStep] // per-project group commit of appends (groupcommit.go)
+	obs      store.Observer                  // Options.Observer; nil observes nothing
 
 	advances   store.AdvanceBroker  // local appends and LISTEN/NOTIFY (advances.go)
 	wakes      store.PeerWakeBroker // peer link wakes, LISTEN/NOTIFY on the same connection (advances.go)
@@ -76,7 +80,8 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 	if err != nil {
 		return nil, errors.New("open postgres: the database url does not parse")
 	}
-	if err := migrate(ctx, cfg.ConnConfig.Copy(), logger); err != nil {
+	migrated, err := migrate(ctx, cfg.ConnConfig.Copy(), logger)
+	if err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -87,42 +92,53 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 		pool.Close()
 		return nil, mapErr("open postgres", err)
 	}
-	db := &DB{pool: pool, logger: logger, obs: opts.Observer}
+	db := &DB{pool: pool, logger: logger, obs: opts.Observer, migrated: migrated}
 	db.appends = groupcommit.NewQueues(maxGroupBatch, db.runAppendBatch)
 	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
 	db.wakes.OnFirst, db.wakes.OnLast = db.startListening, db.cancelListening
 	return db, nil
 }
 
+// Migrations is what Open's migration applied (store.MigrationReporter).
+func (db *DB) Migrations() store.MigrationSummary { return db.migrated }
+
 // migrate applies the embedded migrations through a database/sql handle,
 // holding goose's session-level advisory lock.
-func migrate(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) error {
+func migrate(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger) (store.MigrationSummary, error) {
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", err)
 	}
 	sdb := stdlib.OpenDB(*cc)
 	defer sdb.Close()
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, sdb, sub,
 		goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", err)
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
 		// The driver's own text helps the operator here (pgconn never puts
 		// the password in it); it is logged, not returned.
 		logger.Error("postgres migration failed", "err", err)
-		return fmt.Errorf("migrate: %w", store.ErrUnavailable)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", store.ErrUnavailable)
 	}
-	for _, r := range results {
-		logger.Info("postgres migration applied", "version", r.Source.Version, "duration", r.Duration)
+	sum := store.MigrationSummary{Dialect: "postgres", Applied: len(results)}
+	for i, r := range results {
+		// One line per migration at debug; the summary is logged once by
+		// cmd, after the first start's token banner.
+		logger.Debug("postgres migration applied", "version", r.Source.Version, "duration", r.Duration)
+		if i == 0 {
+			sum.From = r.Source.Version - 1
+		}
+		sum.To = r.Source.Version
+		sum.Duration += r.Duration
 	}
-	return nil
+	return sum, nil
 }
 
 // Close closes every connection of the pool, waiting for those in use.

@@ -25,7 +25,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-var _ store.Store = (*DB)(nil)
+var (
+	_ store.Store             = (*DB)(nil)
+	_ store.MigrationReporter = (*DB)(nil)
+)
 
 // timeLayout is how the schema spells every time: RFC 3339, milliseconds, UTC.
 const timeLayout = "2006-01-02T15:04:05.000Z"
@@ -68,11 +71,12 @@ const MaxBatchLimit = 16384
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
-	w        *sql.DB              // one connection: the group committer and registry writes
-	stmts    map[string]*sql.Stmt // prepared on w; used by the writer goroutine and checkExternal (under wmu)
-	r        *sql.DB              // query_only pool: reads never wait for the writer
-	rd       *reader              // prepared statements on r
-	ck       *sql.DB              // one connection for WAL checkpoints
+	migrated store.MigrationSummary // what Open's migration did (Migrations)
+	w        *sql.DB                // one connection: the group committer and registry writes
+	stmts    map[string]*sql.Stmt   // prepared on w; used by the writer goroutine and checkExternal (under wmu)
+	r        *sql.DB                // query_only pool: reads never wait for the writer
+	rd       *reader                // prepared statements on r
+	ck       *sql.DB                // one connection for WAL checkpoints
 	ckStop   chan struct{}
 	ckDone   chan struct{}
 	logger   *slog.Logger
@@ -174,7 +178,8 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		w.Close()
 		return nil, mapErr("open sqlite", err)
 	}
-	if err := migrate(ctx, w, logger); err != nil {
+	migrated, err := migrate(ctx, w, logger)
+	if err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -218,6 +223,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		ckEvents: int64(opts.CheckpointEvents),
 		ckIdle:   opts.CheckpointIdle,
 		obs:      opts.Observer,
+		migrated: migrated,
 	}
 	db.ws.external = db.tokens.invalidate
 	db.ws.threadEvery = int64(opts.ThreadIndexEvery)
@@ -226,24 +232,35 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 	return db, nil
 }
 
-func migrate(ctx context.Context, w *sql.DB, logger *slog.Logger) error {
+// Migrations is what Open's migration applied (store.MigrationReporter).
+func (db *DB) Migrations() store.MigrationSummary { return db.migrated }
+
+func migrate(ctx context.Context, w *sql.DB, logger *slog.Logger) (store.MigrationSummary, error) {
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, w, sub, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", err)
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
 		logger.Error("sqlite migration failed", "err", err)
-		return fmt.Errorf("migrate: %w", store.ErrUnavailable)
+		return store.MigrationSummary{}, fmt.Errorf("migrate: %w", store.ErrUnavailable)
 	}
-	for _, r := range results {
-		logger.Info("sqlite migration applied", "version", r.Source.Version, "duration", r.Duration)
+	sum := store.MigrationSummary{Dialect: "sqlite", Applied: len(results)}
+	for i, r := range results {
+		// One line per migration at debug; the summary is logged once by
+		// cmd, after the first start's token banner.
+		logger.Debug("sqlite migration applied", "version", r.Source.Version, "duration", r.Duration)
+		if i == 0 {
+			sum.From = r.Source.Version - 1
+		}
+		sum.To = r.Source.Version
+		sum.Duration += r.Duration
 	}
-	return nil
+	return sum, nil
 }
 
 // Close stops accepting appends, lets the writer finish everything already
