@@ -464,10 +464,8 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 	return lines
 }
 
-// shortID is an event id cut to its first 12 hex digits, enough to tell
-// events apart in a model's context ("sha256:0123456789ab…").
-// inboxEventID shortens an event id for a model: its first 19 characters
-// ("sha256:" and 12 hex), enough to name it in a thread.
+// inboxEventID is an event id cut to its first 12 hex digits, enough to
+// tell events apart in a model's context ("sha256:0123456789ab…").
 func inboxEventID(id string) string {
 	if len(id) > 19 {
 		return id[:19] + "…"
