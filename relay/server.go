@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/hub"
@@ -80,6 +81,11 @@ type Config struct {
 	// golang.org/x/mod/sumdb/note), served at /v1/log-key and on the
 	// profile page; "" serves neither (404).
 	LogVerifierKey string
+	// LogSigner, when set, is the log key's signer: an empty log's
+	// checkpoint (size 0, the empty tree's root, C2SP tlog-witness) is
+	// signed with it when read, so a project answers a checkpoint from
+	// its creation. Nil: an empty log is 404 log_empty.
+	LogSigner note.Signer
 	// LogCosignatures, when set, returns the checkpoint served at
 	// …/log/checkpoint: the log's signed note with the cosignatures the
 	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error
@@ -104,6 +110,7 @@ type Server struct {
 
 	tiles  tileCache // the log's tiles read recently (relay/log.go)
 	hashes hashCache // the log's stored hashes proofs computed
+	gzips  gzipCache // entry bundles compressed recently (relay/logbundle.go)
 }
 
 // New returns a Server over st. It starts no goroutines.

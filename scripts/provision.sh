@@ -99,6 +99,9 @@ provision_shared() {
 # --- feedparser (capability archive walk; scripts/provision_feedparser.sh) ---
 . scripts/provision_feedparser.sh
 
+# --- litewitness (verifiable-log witnessing; scripts/provision_litewitness.sh)
+. scripts/provision_litewitness.sh
+
 provision_shared
 provision_postgres
 provision_jing
@@ -108,3 +111,4 @@ provision_websub_npm
 provision_chromium
 provision_podman
 provision_feedparser
+provision_litewitness

@@ -275,7 +275,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
-		LogVerifierKey: logKey.VerifierKey, // the log's reads (relay/log.go)
+		LogVerifierKey: logKey.VerifierKey, LogSigner: logKey.Signer, // the log's reads (relay/log.go)
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err
