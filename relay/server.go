@@ -86,6 +86,11 @@ type Config struct {
 	// signed with it when read, so a project answers a checkpoint from
 	// its creation. Nil: an empty log is 404 log_empty.
 	LogSigner note.Signer
+	// LogWitnessNames are the key names of the external witnesses
+	// configured (--log-witness): a split view one of them reported on
+	// our own log (store.LogWitnessPeerPrefix evidence) degrades /readyz
+	// ("log_witness_split_view") while it is configured.
+	LogWitnessNames []string
 	// LogCosignatures, when set, returns the checkpoint served at
 	// …/log/checkpoint: the log's signed note with the cosignatures the
 	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error

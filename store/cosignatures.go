@@ -62,6 +62,12 @@ const (
 	SplitViewInconsistent = "inconsistent"
 )
 
+// LogWitnessPeerPrefix starts the PeerID of the split-view evidence an
+// external witness's refusal of this relay's own checkpoint leaves
+// (package logwitness): the prefix and the witness's key name. Such
+// evidence has no peer link: LinkRemoved is always true for it.
+const LogWitnessPeerPrefix = "log-witness:"
+
 // SplitView is evidence that a peer's log showed two histories: both
 // notes, each signed by the remote's log key. A peer link that holds one
 // is stopped (it mirrors nothing more) until the operator removes it. The

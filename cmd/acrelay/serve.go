@@ -62,6 +62,7 @@ type serveConfig struct {
 	Limits     limitsConfig // cmd/acrelay/limits.go
 	Matrix     matrixConfig
 	Federation federationConfig // cmd/acrelay/serve_federation.go
+	LogWitness logWitnessConfig // cmd/acrelay/serve_logwitness.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -107,6 +108,7 @@ keeps only its hash, which later starts use.`,
 	addLimitFlags(fs, &cfg.Limits)
 	addMatrixFlags(fs, &cfg.Matrix)
 	addFederationFlags(cmd, fs, &cfg.Federation)
+	addLogWitnessFlags(cmd, fs, &cfg.LogWitness)
 	return cmd
 }
 
@@ -178,6 +180,10 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	if err := cfg.Limits.check(); err != nil {
+		return err
+	}
+	logWitnesses, err := cfg.LogWitness.witnesses()
+	if err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -276,6 +282,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
 		LogVerifierKey: logKey.VerifierKey, LogSigner: logKey.Signer, // the log's reads (relay/log.go)
+		LogWitnessNames: witnessNames(logWitnesses),
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err
@@ -295,6 +302,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			runSequencer(bg, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
 		})
 	}
+	wg.Go(func() {
+		runLogWitnesses(bg, st, cfg.LogWitness, logWitnesses, logKey, id, cfg.CourierLease, reg, logger)
+	})
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}
