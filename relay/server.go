@@ -91,6 +91,11 @@ type Config struct {
 	// our own log (store.LogWitnessPeerPrefix evidence) degrades /readyz
 	// ("log_witness_split_view") while it is configured.
 	LogWitnessNames []string
+	// WitnessLogs are the other logs this relay witnesses as a C2SP
+	// tlog-witness (POST /v1/witness/add-checkpoint, relay/witness.go):
+	// per origin, the log keys trusted for it. Empty: every origin is
+	// unknown (404).
+	WitnessLogs map[string][]note.Verifier
 	// LogCosignatures, when set, returns the checkpoint served at
 	// …/log/checkpoint: the log's signed note with the cosignatures the
 	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error

@@ -186,6 +186,10 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	witnessLogs, err := cfg.LogWitness.witnessLogs()
+	if err != nil {
+		return err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -282,7 +286,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
 		LogVerifierKey: logKey.VerifierKey, LogSigner: logKey.Signer, // the log's reads (relay/log.go)
-		LogWitnessNames: witnessNames(logWitnesses),
+		LogWitnessNames: witnessNames(logWitnesses), WitnessLogs: witnessLogs,
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err

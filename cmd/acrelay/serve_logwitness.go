@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/logwitness"
@@ -32,6 +33,9 @@ type logWitnessConfig struct {
 	Witnesses []string // "<vkey> <url>", repeatable
 	Projects  string
 	Interval  time.Duration
+	// WitnessLogs: "<origin> <vkey>" of each log this relay witnesses
+	// (POST /v1/witness/add-checkpoint).
+	WitnessLogs []string
 }
 
 func addLogWitnessFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *logWitnessConfig) {
@@ -41,6 +45,26 @@ func addLogWitnessFlags(cmd *cobra.Command, fs *pflag.FlagSet, c *logWitnessConf
 	bindEnv(cmd, "log-witness-projects", "ACRELAY_LOG_WITNESS_PROJECTS")
 	fs.DurationVar(&c.Interval, "log-witness-interval", logwitness.DefaultInterval, "the shortest time between two submissions of one project's checkpoints to one witness: a busy log costs 3600/interval requests per hour per witness (mind a public witness's quota), a quiet log's latest checkpoint is submitted within it (ACRELAY_LOG_WITNESS_INTERVAL)")
 	bindEnv(cmd, "log-witness-interval", "ACRELAY_LOG_WITNESS_INTERVAL")
+	fs.StringArrayVar(&c.WitnessLogs, "witness-log", nil, "witness this C2SP log (POST /v1/witness/add-checkpoint): \"<origin> <vkey>\", the log's checkpoint origin, a space, and a note verifier key it signs with; repeatable (one line per key of a log), a list in --config (ACRELAY_WITNESS_LOG: one)")
+	bindEnv(cmd, "witness-log", "ACRELAY_WITNESS_LOG")
+}
+
+// witnessLogs parses --witness-log: origin → the verifiers of its keys.
+func (c logWitnessConfig) witnessLogs() (map[string][]note.Verifier, error) {
+	out := map[string][]note.Verifier{}
+	for _, v := range c.WitnessLogs {
+		origin, vkey, ok := strings.Cut(strings.TrimSpace(v), " ")
+		vkey = strings.TrimSpace(vkey)
+		if !ok || origin == "" || vkey == "" || strings.ContainsAny(vkey, " \t") {
+			return nil, fmt.Errorf("--witness-log (ACRELAY_WITNESS_LOG): want \"<origin> <vkey>\"")
+		}
+		lv, err := note.NewVerifier(vkey)
+		if err != nil {
+			return nil, fmt.Errorf("--witness-log (ACRELAY_WITNESS_LOG) for origin %q: the key: %w", origin, err)
+		}
+		out[origin] = append(out[origin], lv)
+	}
+	return out, nil
 }
 
 // witnesses parses --log-witness.
