@@ -159,9 +159,10 @@ func (s *Submitter) inScope(ctx context.Context, projectID string) (bool, error)
 	return false, nil
 }
 
-// load reads the stored states and the evidence of earlier split views
-// (a restart does not start over, nor submit again after a refusal).
-func (s *Submitter) load(ctx context.Context) error {
+// Load reads the stored states and the evidence of earlier split views
+// (a restart does not start over, nor submit again after a refusal). Run
+// calls it first.
+func (s *Submitter) Load(ctx context.Context) error {
 	states, err := s.st.LogWitnessStates(ctx, "")
 	if err != nil {
 		return err
@@ -206,7 +207,7 @@ func (s *Submitter) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	if err := s.load(ctx); err != nil {
+	if err := s.Load(ctx); err != nil {
 		return fmt.Errorf("log witnesses: %w", err)
 	}
 	sub := s.st.SubscribeAdvances()
@@ -295,8 +296,8 @@ func (s *Submitter) Pass(ctx context.Context, projectID string, seq int64) (done
 		if cosigned {
 			continue
 		}
-		done = false
 		if !due {
+			done = false
 			continue
 		}
 		if err := s.submit(ctx, projectID, w, head); err != nil {
@@ -305,6 +306,9 @@ func (s *Submitter) Pass(ctx context.Context, projectID string, seq int64) (done
 			}
 			s.failed(ctx, projectID, w, err)
 		}
+		s.mu.Lock()
+		done = done && (e.halted || (e.state.CosignedSize == head.Size && e.state.KnownSize == head.Size))
+		s.mu.Unlock()
 	}
 	return done, nil
 }
@@ -341,10 +345,7 @@ func (s *Submitter) submit(ctx context.Context, projectID string, w Witness, hea
 		if known > head.Size {
 			return fmt.Errorf("the witness holds a checkpoint of size %d, larger than this log's tree (%d): the store is older than what was published (a restored backup?), or another relay signs this origin", known, head.Size)
 		}
-		if known == head.Size && attempt > 0 {
-			return fmt.Errorf("the witness answered 409 naming size %d, the size submitted", known)
-		}
-		size, err := s.post(ctx, projectID, w, head, known)
+		err := s.post(ctx, projectID, w, head, known)
 		var conflict errConflict
 		if errors.As(err, &conflict) && attempt == 0 {
 			s.mu.Lock()
@@ -356,11 +357,7 @@ func (s *Submitter) submit(ctx context.Context, projectID string, w Witness, hea
 			}
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		_ = size
-		return nil
+		return err
 	}
 }
 
@@ -387,7 +384,7 @@ func Request(known int64, proof xtlog.TreeProof, checkpoint []byte) []byte {
 }
 
 // post sends one add-checkpoint request and handles its answer.
-func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head store.TreeHead, known int64) (int64, error) {
+func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head store.TreeHead, known int64) error {
 	var proof xtlog.TreeProof
 	if known > 0 && known < head.Size {
 		hr := acrtlog.NewStoreHashReader(ctx, func(ctx context.Context, tiles []xtlog.Tile) ([][]byte, error) {
@@ -395,7 +392,7 @@ func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head 
 		})
 		p, err := xtlog.ProveTree(head.Size, known, hr)
 		if err != nil {
-			return 0, fmt.Errorf("consistency proof %d→%d: %w", known, head.Size, err)
+			return fmt.Errorf("consistency proof %d→%d: %w", known, head.Size, err)
 		}
 		proof = p
 	}
@@ -404,43 +401,43 @@ func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head 
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, w.AddCheckpointURL(), bytes.NewReader(body))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
 	resp, err := s.opt.HTTP.Do(req)
 	if err != nil {
 		s.result(w, "error")
-		return 0, fmt.Errorf("add-checkpoint: %w", err)
+		return fmt.Errorf("add-checkpoint: %w", err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		s.result(w, "error")
-		return 0, fmt.Errorf("add-checkpoint: reading the answer: %w", err)
+		return fmt.Errorf("add-checkpoint: reading the answer: %w", err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return head.Size, s.cosigned(ctx, projectID, w, head, answer)
+		return s.cosigned(ctx, projectID, w, head, answer)
 	case http.StatusConflict:
 		s.result(w, "conflict")
 		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 		n, ok := parseSize(answer)
 		if mt != "text/x.tlog.size" || !ok {
-			return 0, fmt.Errorf("add-checkpoint: 409 without a text/x.tlog.size body")
+			return fmt.Errorf("add-checkpoint: 409 without a text/x.tlog.size body")
 		}
-		return 0, errConflict(n)
+		return errConflict(n)
 	case http.StatusUnprocessableEntity:
 		s.result(w, "refused_inconsistent")
-		return 0, s.splitView(ctx, projectID, w, head, body, answer)
+		return s.splitView(ctx, projectID, w, head, body, answer)
 	case http.StatusNotFound:
 		s.result(w, "error")
-		return 0, fmt.Errorf("the witness does not know this log (404): ask its operator to add the origin and the log's verifier key")
+		return fmt.Errorf("the witness does not know this log (404): ask its operator to add the origin and the log's verifier key")
 	case http.StatusForbidden:
 		s.result(w, "error")
-		return 0, fmt.Errorf("the witness does not trust this log's key for the origin (403): ask its operator to add the log's verifier key")
+		return fmt.Errorf("the witness does not trust this log's key for the origin (403): ask its operator to add the log's verifier key")
 	}
 	s.result(w, "error")
-	return 0, fmt.Errorf("add-checkpoint: the witness answered %d", resp.StatusCode)
+	return fmt.Errorf("add-checkpoint: the witness answered %d", resp.StatusCode)
 }
 
 func (s *Submitter) result(w Witness, r string) {
@@ -465,6 +462,11 @@ func (s *Submitter) cosigned(ctx context.Context, projectID string, w Witness, h
 	c, _, cosigs, err := witness.OpenCosigned(append(bytes.Clone(head.Checkpoint), answer...), s.opt.LogVerifier, "",
 		[]note.Verifier{w.Verifier}, s.opt.Now(), cosignatureSkew)
 	if err != nil || len(cosigs) == 0 {
+		// The witness moved to head's size all the same (a 200): the next
+		// request starts there.
+		s.mu.Lock()
+		s.entry(projectID, w).state.KnownSize = head.Size
+		s.mu.Unlock()
 		s.result(w, "error")
 		return fmt.Errorf("the witness's answer carries no cosignature that verifies under its configured key: %v", err)
 	}
