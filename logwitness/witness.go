@@ -75,4 +75,3 @@ func ParseWitness(s string) (Witness, error) {
 	}
 	return Witness{VerifierKey: vkey, Name: v.Name(), Verifier: v, URL: strings.TrimRight(raw, "/")}, nil
 }
-

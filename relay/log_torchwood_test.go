@@ -39,7 +39,9 @@ func (g *gzipSeen) RoundTrip(r *http.Request) (*http.Response, error) {
 func bigIntent(t *testing.T, a *agent, target int) *correspondence.Event {
 	t.Helper()
 	var paths []string
-	size := func() int { return len(eventJSON(t, a.event("repo", "thread-1", correspondence.KindIntent, obj("summary", "big"), nil, paths...))) }
+	size := func() int {
+		return len(eventJSON(t, a.event("repo", "thread-1", correspondence.KindIntent, obj("summary", "big"), nil, paths...)))
+	}
 	for i := 0; size() < target-1100; i++ {
 		paths = append(paths, fmt.Sprintf("p%02d", i)+strings.Repeat("😀", 253))
 	}
