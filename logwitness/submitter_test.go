@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,16 +17,27 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	xtlog "golang.org/x/mod/sumdb/tlog"
 
-	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/logwitness"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/sequencer"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
 	"github.com/acrelay/acrelay/tlog"
 )
 
 var ctx = context.Background()
+
+// openSQLite opens a store in a temporary directory.
+func openSQLite(t testing.TB) store.Store {
+	t.Helper()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
 
 // witnessServer is another relay acting as a C2SP tlog-witness of one
 // origin (POST /v1/witness/add-checkpoint, its own store), behind a
@@ -36,13 +48,13 @@ type witnessServer struct {
 	req []string // "old N → status"
 }
 
-func newWitnessServer(t *testing.T, origin string, logKey note.Verifier) *witnessServer {
+func newWitnessServer(t testing.TB, origin string, logKey note.Verifier) *witnessServer {
 	t.Helper()
 	logs := map[string][]note.Verifier{}
 	if origin != "" {
 		logs[origin] = []note.Verifier{logKey}
 	}
-	h := relay.New(teststore.SQLite(t), relay.Config{PublicURL: "http://witness.test", WitnessLogs: logs}).Handler()
+	h := relay.New(openSQLite(t), relay.Config{PublicURL: "http://witness.test", WitnessLogs: logs}).Handler()
 	ws := &witnessServer{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -91,9 +103,9 @@ type logEnv struct {
 	now time.Time
 }
 
-func newLog(t *testing.T) *logEnv {
+func newLog(t testing.TB) *logEnv {
 	t.Helper()
-	st := teststore.SQLite(t)
+	st := openSQLite(t)
 	pid := storetest.NewUUID()
 	if _, err := st.CreateProject(ctx, pid); err != nil {
 		t.Fatal(err)
