@@ -61,6 +61,7 @@ const (
 type Store interface {
 	store.LogWitnesses
 	TreeHead(ctx context.Context, projectID string) (store.TreeHead, error)
+	Head(ctx context.Context, projectID string) (seq int64, at time.Time, err error)
 	ReadTiles(ctx context.Context, projectID string, tiles []xtlog.Tile) ([][]byte, error)
 	ProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error)
 	ProjectVisibility(ctx context.Context, projectID string) (string, error)
@@ -279,6 +280,15 @@ func (s *Submitter) Pass(ctx context.Context, projectID string, seq int64) (done
 	if err != nil || !ok {
 		return err == nil, err
 	}
+	// The target is the project's last record, not only the advance
+	// seen: an advance published before this process subscribed (a
+	// restart) is not seen again, and the sequencer's integration
+	// publishes none.
+	last, _, err := s.st.Head(ctx, projectID)
+	if err != nil {
+		return false, err
+	}
+	seq = max(seq, last)
 	head, err := s.st.TreeHead(ctx, projectID)
 	if err != nil {
 		return false, err

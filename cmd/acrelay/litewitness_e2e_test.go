@@ -327,7 +327,9 @@ func TestLogWitnessLitewitness(t *testing.T) {
 			cosignedCheckpoint(t, last.url, p.id, "", logVkey, lw.vkey, 11, 30*time.Second)
 			all, codes := lw.requests()
 			tail, tailCodes := all[from+len(got):], codes[from+len(got):]
-			if olds(tail) != "old 0,old 10" || fmt.Sprint(tailCodes) != "[409 200]" {
+			// (old 10 twice when the pass ran before record 11 was
+			// integrated: tree 10 again, then 11.)
+			if !(olds(tail) == "old 0,old 10" && fmt.Sprint(tailCodes) == "[409 200]" || olds(tail) == "old 0,old 10,old 10" && fmt.Sprint(tailCodes) == "[409 200 200]") {
 				t.Fatalf("after the rollback: %s answered %v; want old 0 → 409, old 10 → 200", olds(tail), tailCodes)
 			}
 
