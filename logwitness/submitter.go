@@ -214,6 +214,11 @@ func (s *Submitter) Run(ctx context.Context) error {
 	sub := s.st.SubscribeAdvances()
 	defer sub.Close()
 	pending := map[string]int64{} // project → the received_seq to see cosigned
+	// skip: a pending project whose witnesses are all waiting (pace or
+	// backoff) is not read again before the first is due, unless it
+	// advances: a witness failing for every project costs no store reads
+	// per second.
+	skip := map[string]time.Time{}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var lastScan time.Time
@@ -225,9 +230,13 @@ func (s *Submitter) Run(ctx context.Context) error {
 				lastScan = now
 			}
 		}
+		now := s.opt.Now()
 		for pid, seq := range pending {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if now.Before(skip[pid]) {
+				continue // no witness is due for it, and it did not advance
 			}
 			done, err := s.Pass(ctx, pid, seq)
 			if err != nil && ctx.Err() == nil {
@@ -235,6 +244,9 @@ func (s *Submitter) Run(ctx context.Context) error {
 			}
 			if done {
 				delete(pending, pid)
+				delete(skip, pid)
+			} else {
+				skip[pid] = s.nextDue(pid)
 			}
 		}
 		select {
@@ -243,10 +255,30 @@ func (s *Submitter) Run(ctx context.Context) error {
 		case <-sub.Ready():
 			for _, a := range sub.Take() {
 				pending[a.ProjectID] = max(pending[a.ProjectID], a.ReceivedSeq)
+				delete(skip, a.ProjectID)
 			}
 		case <-t.C:
 		}
 	}
+}
+
+// nextDue is when the first witness of projectID that is not halted
+// may be sent a request (the zero time: now).
+func (s *Submitter) nextDue(projectID string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	set := false
+	for _, w := range s.opt.Witnesses {
+		e := s.entry(projectID, w)
+		if e.halted {
+			continue
+		}
+		if !set || e.next.Before(first) {
+			first, set = e.next, true
+		}
+	}
+	return first
 }
 
 // scan marks every project pending (their scope is checked by Pass).

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,4 +323,58 @@ func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestSubmitterRunSkipsWaitingProjects: Run on fake time with a witness
+// that does not know the origin: after the first failure the project is
+// not read again until its backoff ends (no store reads per second for a
+// failing witness), and it is submitted again then.
+func TestSubmitterRunSkipsWaitingProjects(t *testing.T) {
+	l := newLog(t)
+	stranger := newWitnessServer(t, "", nil)
+	l.grow(t, 3)
+	var mu sync.Mutex
+	now := l.now
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	counting := &countingStore{Store: l.st}
+	sub := logwitness.New(counting, logwitness.Options{Witnesses: []logwitness.Witness{stranger.w}, LogVerifier: l.key.Verifier, Now: clock,
+		Logger: slog.New(slog.DiscardHandler)})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(rctx) }()
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10 s: %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitUntil("the first request", func() bool { return len(stranger.requests()) == 1 })
+	reads := counting.treeHeads.Load()
+	time.Sleep(2500 * time.Millisecond) // two real ticks, the fake clock still
+	if got := counting.treeHeads.Load(); got != reads {
+		t.Fatalf("%d tree-head reads while the witness backs off", got-reads)
+	}
+	mu.Lock()
+	now = now.Add(11 * time.Second)
+	mu.Unlock()
+	waitUntil("the retry after the backoff", func() bool { return len(stranger.requests()) == 2 })
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// countingStore counts TreeHead reads.
+type countingStore struct {
+	store.Store
+	treeHeads atomic.Int64
+}
+
+func (c *countingStore) TreeHead(ctx context.Context, projectID string) (store.TreeHead, error) {
+	c.treeHeads.Add(1)
+	return c.Store.TreeHead(ctx, projectID)
 }
