@@ -64,4 +64,3 @@ func BenchmarkIngestWitnessing(b *testing.B) {
 		})
 	}
 }
-
