@@ -110,6 +110,10 @@ type Manager struct {
 
 	wmu     sync.Mutex
 	wsigner note.Signer // this relay's witness key, once read (witness.go)
+	// refused: per peer id, the remotes that answered 403 to our
+	// cosignatures (witness.go submitCosignature): said once per process,
+	// then retried with a backoff, across the link's restarts.
+	refused map[string]*cosignRefusal
 }
 
 // linkLeaseCtx is the lease context of a running link (lease.Keeper

@@ -3,9 +3,12 @@ package federation
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/acrelay/acrelay/store"
 )
 
 // descRefused, one of the two metrics a Manager collects, counts the refused foreign
@@ -50,6 +53,9 @@ func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 	}
 	stopped, removed := 0, 0
 	for _, v := range views {
+		if strings.HasPrefix(v.PeerID, store.LogWitnessPeerPrefix) {
+			continue // an external witness's, not a link's (acrelay_log_witness_split_views)
+		}
 		if v.LinkRemoved {
 			removed++
 		} else {

@@ -290,9 +290,18 @@ func (l *link) witness(ctx context.Context) error {
 	l.mu.Lock()
 	l.wsize, l.wsubmitted = next.Size, false
 	l.mu.Unlock()
-	if err := l.submitCosignature(ctx, cosigned); err != nil {
+	if !l.m.cosignDue(l.peer.ID, time.Now()) {
+		return nil // the remote refuses our cosignatures: retried later
+	}
+	err = l.submitCosignature(ctx, cosigned)
+	if errors.Is(err, errCosignRefused) {
+		l.m.cosignRefusedNow(l, time.Now())
+		return nil
+	}
+	if err != nil {
 		return err
 	}
+	l.m.cosignAccepted(l)
 	l.mu.Lock()
 	l.wsubmitted = true
 	l.mu.Unlock()
@@ -364,8 +373,73 @@ func (l *link) submitCosignature(ctx context.Context, cosigned []byte) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode == http.StatusForbidden {
+		return errCosignRefused
+	}
 	if resp.StatusCode != http.StatusNoContent {
 		return fmt.Errorf("submit cosignature: remote answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// errCosignRefused: the remote answered 403 to our cosignature (it holds
+// no peer link to this relay, so it does not know our witness key: a
+// one-way link). Not a failure of the witnessing: the remote's log is
+// still checked and cosigned here.
+var errCosignRefused = errors.New("submit cosignature: remote answered 403")
+
+// Backoff of the submissions to a remote that refuses our cosignatures:
+// from cosignRetryMin, doubling to cosignRetryMax (the first retry is soon: a
+// new two-way link refuses until its remote's own link has read our witness
+// key, one witness round).
+const (
+	cosignRetryMin = 5 * time.Second
+	cosignRetryMax = time.Hour
+)
+
+// cosignRefusal is a remote's refusal of our cosignatures: when to try
+// again and the current backoff.
+type cosignRefusal struct {
+	next    time.Time
+	backoff time.Duration
+}
+
+// cosignDue reports whether a cosignature may be submitted to peer now.
+func (m *Manager) cosignDue(peerID string, now time.Time) bool {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	r := m.refused[peerID]
+	return r == nil || !now.Before(r.next)
+}
+
+// cosignRefusedNow records a 403: said once (WARN) per peer and process,
+// then the submissions back off (cosignRetryMin doubling to
+// cosignRetryMax).
+func (m *Manager) cosignRefusedNow(l *link, now time.Time) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	if m.refused == nil {
+		m.refused = make(map[string]*cosignRefusal)
+	}
+	r := m.refused[l.peer.ID]
+	if r == nil {
+		r = &cosignRefusal{backoff: cosignRetryMin}
+		m.refused[l.peer.ID] = r
+		l.log.Warn("federation: the remote refuses this relay's cosignatures on its checkpoints (403): it has no peer link back to this relay, so it does not know our witness key; its log is still witnessed here, and the cosignature is offered again with a backoff",
+			"retry_in", r.backoff)
+	} else {
+		r.backoff = min(2*r.backoff, cosignRetryMax)
+		l.log.Debug("federation: cosignature still refused (403)", "retry_in", r.backoff)
+	}
+	r.next = now.Add(r.backoff)
+}
+
+// cosignAccepted forgets a refusal once the remote takes a cosignature.
+func (m *Manager) cosignAccepted(l *link) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	if _, ok := m.refused[l.peer.ID]; ok {
+		delete(m.refused, l.peer.ID)
+		l.log.Info("federation: the remote now accepts this relay's cosignatures")
+	}
 }

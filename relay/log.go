@@ -46,13 +46,14 @@ const (
 	mediaTextPlain   = "text/plain; charset=utf-8"
 )
 
-// Cache lifetimes of the log's resources (spec/tlog.md "Reading"): full
-// tiles and bundles, and proofs at a named tree size, never change; the
-// checkpoint and partial tiles are short-lived (a partial tile may go
-// once its full tile exists, C2SP tlog-tiles).
+// Cache lifetimes of the log's resources (spec/tlog.md "Reading"): tiles
+// and bundles, full or partial, and proofs at a named tree size never
+// change; the checkpoint is short-lived. C2SP tlog-tiles: "This endpoint
+// is immutable, so its caching headers SHOULD be long-lived" — a partial
+// tile's path names its width, and its W hashes are fixed once the tree
+// holds them (a reader asks for the wider path when the tree grows).
 const (
 	cacheLogImmutable = "max-age=31536000, immutable"
-	cacheLogPartial   = "max-age=60"
 	cacheLogHead      = "max-age=1"
 )
 
@@ -63,7 +64,7 @@ var (
 	errReceivedSeqBad    = errf(http.StatusBadRequest, wire.CodeReceivedSeqInvalid, "received_seq must be a decimal ≥ 1 without leading zeros")
 	errTreeSizeBad       = errf(http.StatusBadRequest, wire.CodeTreeSizeInvalid, "tree_size and old_size must be decimals without leading zeros, old_size ≤ tree_size, tree_size ≥ 1")
 	errLogUnavailable    = errf(http.StatusServiceUnavailable, wire.CodeLogUnavailable, "the log could not be read; retry")
-	errLogEntryTooLarge  = errf(http.StatusNotFound, wire.CodeLogEntryTooLarge, "this entry bundle holds a record over 65535 bytes, which a C2SP bundle cannot carry").withHint("its records are still in the tree: read them from the events routes and check them with an inclusion proof")
+	errLogEntryTooLarge  = errf(http.StatusNotFound, wire.CodeLogEntryTooLarge, "this entry bundle holds a record over 65535 bytes, which a C2SP bundle cannot carry (\"sequences of big-endian uint16 length-prefixed log entries\", tlog-tiles)").withHint("its records are still in the tree: read them from the events routes and check them with an inclusion proof")
 	errLogEntriesFeedCap = errf(http.StatusForbidden, wire.CodeLogEntriesNeedToken, "entry bundles hold every repository's records; a feed capability reads one repository").withHint("read tiles and proofs here, or the bundles with a read token")
 	errLogKeyUnset       = errf(http.StatusNotFound, wire.CodeNotFound, "this relay has no log key")
 )
@@ -180,6 +181,10 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, lr logRead, re
 		return
 	}
 	if head.Size == 0 {
+		if rest == "checkpoint" && s.cfg.LogSigner != nil {
+			s.serveEmptyCheckpoint(w, r, lr)
+			return
+		}
 		s.writeError(w, r, errLogEmpty)
 		return
 	}
@@ -213,6 +218,21 @@ func (s *Server) serveCheckpoint(w http.ResponseWriter, r *http.Request, lr logR
 	s.writeRepresentation(w, r, mediaTextPlain, body)
 }
 
+// serveEmptyCheckpoint: a project with nothing integrated yet answers
+// the checkpoint of its empty tree, size 0 with the root SHA-256("")
+// (RFC 6962 §2.1; C2SP tlog-witness: "A checkpoint of size zero MUST
+// have the root hash of the empty tree"), signed with the log key when
+// read (Ed25519 is deterministic: every process serves the same bytes),
+// with the cosignatures held on it.
+func (s *Server) serveEmptyCheckpoint(w http.ResponseWriter, r *http.Request, lr logRead) {
+	msg, err := acrtlog.SignCheckpoint(s.cfg.LogSigner, acrtlog.Checkpoint{Origin: acrtlog.Origin(s.publicBase(r), lr.projectID), Size: 0, Root: acrtlog.EmptyRoot})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.serveCheckpoint(w, r, lr, store.TreeHead{Checkpoint: msg})
+}
+
 // tileWidth is how many hashes the tile (L, N) holds in a tree of size
 // n: up to 256 (≤ 0 when the tile is beyond the tree).
 func tileWidth(l int, n, size int64) int64 {
@@ -233,15 +253,13 @@ func (s *Server) serveTile(w http.ResponseWriter, r *http.Request, lr logRead, h
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeTileLike(w, r, lr, t, data[0])
+	s.writeTileLike(w, r, lr, data[0])
 }
 
-func (s *Server) writeTileLike(w http.ResponseWriter, r *http.Request, lr logRead, t tlog.Tile, body []byte) {
-	if t.W == 1<<acrtlog.TileHeight {
-		w.Header().Set("Cache-Control", lr.cacheControl(cacheLogImmutable))
-	} else {
-		w.Header().Set("Cache-Control", lr.cacheControl(cacheLogPartial))
-	}
+// writeTileLike serves a tile or an entry bundle: immutable, full or
+// partial (cacheLogImmutable).
+func (s *Server) writeTileLike(w http.ResponseWriter, r *http.Request, lr logRead, body []byte) {
+	w.Header().Set("Cache-Control", lr.cacheControl(cacheLogImmutable))
 	s.writeRepresentation(w, r, mediaOctetStream, body)
 }
 
@@ -277,7 +295,23 @@ func (s *Server) serveBundle(w http.ResponseWriter, r *http.Request, lr logRead,
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeTileLike(w, r, lr, t, body)
+	// C2SP tlog-tiles: "Entry bundles SHOULD be compressed at the HTTP
+	// layer. Logs MAY use Content-Encoding: gzip with no negotiation, or
+	// any compression algorithm requested by the client with
+	// Accept-Encoding." Negotiated: gzip for a client that accepts it
+	// (every Go client does), the bundle as it is otherwise. The ETag is
+	// of the bytes sent, so the two representations have two tags.
+	w.Header().Add("Vary", "Accept-Encoding")
+	if acceptsGzip(r) {
+		gz, err := s.gzipBundle(lr.projectID, t, body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		body = gz
+	}
+	s.writeTileLike(w, r, lr, body)
 }
 
 // treeSize reads tree_size (default: the head's size) within the head.

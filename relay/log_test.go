@@ -2,16 +2,20 @@ package relay_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,7 +94,7 @@ func newLogEnv(t *testing.T) *logEnv {
 	if le.key, err = acrtlog.OpenLogKey(skey); err != nil {
 		t.Fatal(err)
 	}
-	h := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test", LogVerifierKey: le.key.VerifierKey})
+	h := relay.New(st, relay.Config{OperatorToken: operatorToken, PublicURL: "http://relay.test", LogVerifierKey: le.key.VerifierKey, LogSigner: le.key.Signer})
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	le.env = &env{t: t, st: st, srv: srv, url: srv.URL}
@@ -226,15 +230,17 @@ func TestLogReads(t *testing.T) {
 	}
 	mustStatus(t, le.do("GET", prefix+"checkpoint", tok, nil, "If-None-Match", r.Header.Get("ETag")), 304)
 
-	// Tiles: 0/000 full (immutable), 0/001.p/44, 1/000.p/1.
+	// Tiles: 0/000 full, 0/001.p/44, 1/000.p/1: all immutable (C2SP
+	// tlog-tiles: the tile endpoint is immutable, a partial tile's path
+	// names its width).
 	for _, tc := range []struct {
 		path, cache string
 		len         int
 	}{
 		{"tile/0/000", "private, max-age=31536000, immutable", 8192},
-		{"tile/0/001.p/44", "private, max-age=60", 44 * 32},
-		{"tile/0/001.p/7", "private, max-age=60", 7 * 32},
-		{"tile/1/000.p/1", "private, max-age=60", 32},
+		{"tile/0/001.p/44", "private, max-age=31536000, immutable", 44 * 32},
+		{"tile/0/001.p/7", "private, max-age=31536000, immutable", 7 * 32},
+		{"tile/1/000.p/1", "private, max-age=31536000, immutable", 32},
 	} {
 		r := le.do("GET", prefix+tc.path, tok, nil)
 		mustStatus(t, r, 200)
@@ -254,12 +260,30 @@ func TestLogReads(t *testing.T) {
 		path  string
 		first int
 		cache string
-	}{{"tile/entries/000", 0, "private, max-age=31536000, immutable"}, {"tile/entries/001.p/44", 256, "private, max-age=60"}} {
-		r := le.do("GET", prefix+b.path, tok, nil)
+	}{{"tile/entries/000", 0, "private, max-age=31536000, immutable"}, {"tile/entries/001.p/44", 256, "private, max-age=31536000, immutable"}} {
+		// Without Accept-Encoding: the bundle as it is.
+		r := le.do("GET", prefix+b.path, tok, nil, "Accept-Encoding", "identity")
 		mustStatus(t, r, 200)
 		entries, err := acrtlog.DecodeBundle(r.Body)
-		if err != nil || r.Header.Get("Cache-Control") != b.cache {
+		if err != nil || r.Header.Get("Cache-Control") != b.cache || r.Header.Get("Content-Encoding") != "" || !slices.Contains(r.Header.Values("Vary"), "Accept-Encoding") {
 			t.Fatalf("%s: %v, %v", b.path, err, r.Header)
+		}
+		// Accepting gzip (C2SP tlog-tiles: bundles SHOULD be compressed):
+		// the same bytes gzipped, another ETag, and a 304 on it.
+		gz := le.do("GET", prefix+b.path, tok, nil, "Accept-Encoding", "br;q=1, gzip;q=0.5")
+		mustStatus(t, gz, 200)
+		zr, err := gzip.NewReader(bytes.NewReader(gz.Body))
+		if err != nil {
+			t.Fatalf("%s gzip: %v, %v", b.path, err, gz.Header)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil || !bytes.Equal(plain, r.Body) || gz.Header.Get("Content-Encoding") != "gzip" || len(gz.Body) >= len(r.Body)/3 ||
+			gz.Header.Get("ETag") == r.Header.Get("ETag") || gz.Header.Get("Cache-Control") != b.cache || gz.Header.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("%s gzip: %d bytes for %d, %v, %v", b.path, len(gz.Body), len(r.Body), err, gz.Header)
+		}
+		mustStatus(t, le.do("GET", prefix+b.path, tok, nil, "Accept-Encoding", "gzip", "If-None-Match", gz.Header.Get("ETag")), 304)
+		if r := le.do("GET", prefix+b.path, tok, nil, "Accept-Encoding", "gzip;q=0, *"); r.Header.Get("Content-Encoding") != "" || !bytes.Equal(r.Body, plain) {
+			t.Fatalf("%s gzip;q=0: %v", b.path, r.Header)
 		}
 		for i, e := range entries {
 			if !bytes.Equal(e, served[b.first+i]) {
@@ -378,11 +402,19 @@ func TestLogReads(t *testing.T) {
 	}
 
 	// Read rules: no token on a private project 401; another project's
-	// token 404; a project with no record yet 404 log_empty.
+	// token 404; a project with no record yet answers the checkpoint of
+	// its empty tree (size 0, root SHA-256(""): C2SP tlog-witness), and
+	// log_empty for the rest.
 	wantCode(t, le.do("GET", prefix+"checkpoint", "", nil), 401, "unauthorized")
 	other, otherTok := le.newProject("")
 	wantCode(t, le.do("GET", prefix+"checkpoint", otherTok, nil), 404, "not_found")
-	wantCode(t, le.do("GET", "/v1/log/"+other+"/checkpoint", otherTok, nil), 404, "log_empty")
+	r = le.do("GET", "/v1/log/"+other+"/checkpoint", otherTok, nil)
+	mustStatus(t, r, 200)
+	if cp, _, err := acrtlog.OpenCheckpoint(r.Body, le.key.Verifier, acrtlog.Origin("http://relay.test", other)); err != nil || cp.Size != 0 ||
+		base64.StdEncoding.EncodeToString(cp.Root[:]) != "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=" || r.Header.Get("Cache-Control") != "private, max-age=1" {
+		t.Fatalf("empty log's checkpoint %q: %+v, %v", r.Body, cp, err)
+	}
+	wantCode(t, le.do("GET", "/v1/log/"+other+"/tile/0/000.p/1", otherTok, nil), 404, "log_empty")
 	wantCode(t, le.do("GET", prefix+"checkpoint", operatorToken, nil), 403, "project_token_required")
 
 	// The client SDK audits the whole log through these routes.
@@ -424,7 +456,7 @@ func TestLogPublicAndFeedCapability(t *testing.T) {
 	prefix := "/v1/log/" + pid + "/"
 	r := le.do("GET", prefix+"tile/entries/000.p/5", "", nil)
 	mustStatus(t, r, 200)
-	if r.Header.Get("Cache-Control") != "public, max-age=60" {
+	if r.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
 		t.Fatalf("Cache-Control %q", r.Header.Get("Cache-Control"))
 	}
 	rep, err := le.client(t, "").Log(pid, le.key.Verifier).Audit(t.Context(), nil, client.AuditOptions{})

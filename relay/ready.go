@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/acrelay/acrelay/couriers"
@@ -22,7 +24,10 @@ type readiness struct {
 	// Degraded names what is wrong while the relay still serves (it does
 	// not decide readiness): "federation_split_view" while a peer link is
 	// stopped by a split view of its remote's log (SplitViews counts
-	// them; the evidence: store.SplitViews, federation/witness.go).
+	// them; the evidence: store.SplitViews, federation/witness.go);
+	// "log_witness_split_view" while a configured external witness holds
+	// a refusal of our own log's checkpoint as inconsistent (package
+	// logwitness).
 	Degraded   []string `json:"degraded"`
 	SplitViews int      `json:"split_views"`
 }
@@ -59,13 +64,26 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		if views, err := s.st.SplitViews(ctx, ""); err != nil {
 			s.log.Warn("readiness: split views unreadable", "err", err)
 		} else {
+			witnessViews := 0
 			for _, v := range views {
+				if name, ok := strings.CutPrefix(v.PeerID, store.LogWitnessPeerPrefix); ok {
+					// An external witness refused our own checkpoint
+					// (package logwitness): degraded while that witness
+					// is configured.
+					if slices.Contains(s.cfg.LogWitnessNames, name) {
+						witnessViews++
+					}
+					continue
+				}
 				if !v.LinkRemoved {
 					body.SplitViews++
 				}
 			}
 			if body.SplitViews > 0 {
 				body.Degraded = append(body.Degraded, "federation_split_view")
+			}
+			if witnessViews > 0 {
+				body.Degraded = append(body.Degraded, "log_witness_split_view")
 			}
 		}
 	}

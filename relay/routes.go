@@ -54,6 +54,9 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc(profilePath, s.handleProfile).Methods("GET", "HEAD") // rel="describedby" of correspondence responses
 	m.HandleFunc(logKeyPath, s.handleLogKey).Methods("GET", "HEAD")
 	m.HandleFunc(witness.KeyPath, s.handleWitnessKey).Methods("GET", "HEAD") // relay/witness.go
+	// This relay as a C2SP tlog-witness of the logs its operator lists: no
+	// token, the checkpoint's signature is the authentication (relay/witness.go).
+	m.HandleFunc(witness.AddCheckpointPath, s.handleAddCheckpoint).Methods("POST")
 	// The verifiable log under a feed capability (relay/log.go).
 	m.HandleFunc("/v1/feeds/{feed_token}/log/{rest:.+}", s.handleFeedLog).Methods("GET", "HEAD")
 

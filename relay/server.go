@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/hub"
@@ -80,6 +81,21 @@ type Config struct {
 	// golang.org/x/mod/sumdb/note), served at /v1/log-key and on the
 	// profile page; "" serves neither (404).
 	LogVerifierKey string
+	// LogSigner, when set, is the log key's signer: an empty log's
+	// checkpoint (size 0, the empty tree's root, C2SP tlog-witness) is
+	// signed with it when read, so a project answers a checkpoint from
+	// its creation. Nil: an empty log is 404 log_empty.
+	LogSigner note.Signer
+	// LogWitnessNames are the key names of the external witnesses
+	// configured (--log-witness): a split view one of them reported on
+	// our own log (store.LogWitnessPeerPrefix evidence) degrades /readyz
+	// ("log_witness_split_view") while it is configured.
+	LogWitnessNames []string
+	// WitnessLogs are the other logs this relay witnesses as a C2SP
+	// tlog-witness (POST /v1/witness/add-checkpoint, relay/witness.go):
+	// per origin, the log keys trusted for it. Empty: every origin is
+	// unknown (404).
+	WitnessLogs map[string][]note.Verifier
 	// LogCosignatures, when set, returns the checkpoint served at
 	// …/log/checkpoint: the log's signed note with the cosignatures the
 	// relay holds on it (witnesses, spec/tlog.md §Checkpoints); an error
@@ -104,6 +120,7 @@ type Server struct {
 
 	tiles  tileCache // the log's tiles read recently (relay/log.go)
 	hashes hashCache // the log's stored hashes proofs computed
+	gzips  gzipCache // entry bundles compressed recently (relay/logbundle.go)
 }
 
 // New returns a Server over st. It starts no goroutines.

@@ -55,6 +55,9 @@ type Store interface {
 	// store.Cosignatures with the tree head and log key of store.Tree:
 	// witnessing (witness.go, ready.go).
 	witnessStore
+	// store.LogWitnesses: the logs this relay witnesses (witness.go).
+	WitnessedLog(ctx context.Context, origin string) (store.WitnessedLog, error)
+	SaveWitnessedLog(ctx context.Context, l store.WitnessedLog, oldSize int64) (bool, error)
 
 	// store.Visibility: public projects (public.go, admin.go).
 	ProjectVisibility(ctx context.Context, projectID string) (string, error)

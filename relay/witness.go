@@ -1,13 +1,16 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gorilla/mux"
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/store"
 	acrtlog "github.com/acrelay/acrelay/tlog"
@@ -162,4 +165,140 @@ func (s *Server) cosignedCheckpoint(ctx context.Context, projectID string, check
 		return nil, err
 	}
 	return witness.WithCosignatures(checkpoint, held), nil
+}
+
+// This relay as a C2SP tlog-witness of other logs (issue 34):
+//
+//   - POST /v1/witness/add-checkpoint (C2SP tlog-witness "add-checkpoint"
+//     under the submission prefix /v1/witness), no token: the body is
+//     "old <N>", up to 63 consistency proof lines, an empty line and the
+//     checkpoint. For the logs the operator lists (Config.WitnessLogs,
+//     `serve --witness-log '<origin> <vkey>'`), with C2SP's statuses: 404
+//     witness_log_unknown (origin not listed), 403
+//     witness_signature_invalid (no valid signature by a listed key), 400
+//     witness_request_invalid (malformed, or old above the size), 409 with
+//     the size last cosigned as text/x.tlog.size when old is not it, 422
+//     witness_inconsistent (a proof that fails, a proof with old 0,
+//     another root at the same size, a size-0 checkpoint without the
+//     empty tree's root); else 200 with this relay's cosignature line
+//     (cosignature/v1 by its witness key, GET /v1/witness-key). The
+//     latest checkpoint per origin is stored before the answer, by a
+//     compare-and-set on its size (store.LogWitnesses SaveWitnessedLog):
+//     two processes never cosign two trees of one size.
+
+var (
+	errWitnessRequestInvalid = errf(http.StatusBadRequest, wire.CodeWitnessRequestInvalid,
+		"not a C2SP add-checkpoint request: \"old <N>\", up to 63 base64 proof lines, an empty line, a checkpoint; old at most the checkpoint's size")
+	errWitnessLogUnknown = errf(http.StatusNotFound, wire.CodeWitnessLogUnknown,
+		"this relay does not witness the checkpoint's origin").withHint("its operator lists the logs it witnesses (serve --witness-log)")
+	errWitnessSignatureInvalid = errf(http.StatusForbidden, wire.CodeWitnessSignatureInvalid,
+		"no signature on the checkpoint verifies with a key this relay trusts for its origin")
+	errWitnessInconsistent = errf(http.StatusUnprocessableEntity, wire.CodeWitnessInconsistent,
+		"the checkpoint is not consistent with the one this relay cosigned for its origin")
+)
+
+// maxAddCheckpointBytes bounds an add-checkpoint body: the note and 63
+// proof lines of 45 bytes.
+const maxAddCheckpointBytes = witness.MaxNoteBytes + 4<<10
+
+// handleAddCheckpoint: POST /v1/witness/add-checkpoint.
+func (s *Server) handleAddCheckpoint(w http.ResponseWriter, r *http.Request) {
+	if _, err := readQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := readBody(w, r, maxAddCheckpointBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := witness.ParseAddCheckpoint(body)
+	if err != nil {
+		s.writeError(w, r, errWitnessRequestInvalid)
+		return
+	}
+	origin, _, _ := bytes.Cut(req.Note, []byte("\n"))
+	verifiers := s.cfg.WitnessLogs[string(origin)]
+	if len(verifiers) == 0 {
+		s.writeError(w, r, errWitnessLogUnknown)
+		return
+	}
+	n, err := note.Open(req.Note, note.VerifierList(verifiers...))
+	if err != nil {
+		s.writeError(w, r, errWitnessSignatureInvalid)
+		return
+	}
+	c, err := witness.ParseForeign(n.Text)
+	if err != nil || c.Origin != string(origin) || req.OldSize > c.Size {
+		s.writeError(w, r, errWitnessRequestInvalid)
+		return
+	}
+	if c.Size == 0 && c.Root != acrtlog.EmptyRoot {
+		s.writeError(w, r, errWitnessInconsistent)
+		return
+	}
+	ctx := r.Context()
+	stored, err := s.st.WitnessedLog(ctx, c.Origin)
+	switch {
+	case isNotFound(err):
+		stored = store.WitnessedLog{Origin: c.Origin, Root: acrtlog.EmptyRoot}
+	case err != nil:
+		s.writeError(w, r, err)
+		return
+	}
+	if req.OldSize != stored.Size {
+		s.writeTreeSize(w, stored.Size)
+		return
+	}
+	switch {
+	case req.OldSize == 0 && len(req.Proof) > 0,
+		req.OldSize == c.Size && c.Root != stored.Root,
+		req.OldSize > 0 && req.OldSize < c.Size && tlog.CheckTree(req.Proof, c.Size, c.Root, req.OldSize, stored.Root) != nil:
+		s.log.WarnContext(ctx, "witness: checkpoint refused as inconsistent with the one cosigned", "origin", c.Origin, "size", c.Size, "cosigned_size", stored.Size)
+		s.writeError(w, r, errWitnessInconsistent)
+		return
+	}
+	ok, err := s.st.SaveWitnessedLog(ctx, store.WitnessedLog{Origin: c.Origin, Size: c.Size, Root: c.Root, Checkpoint: req.Note}, req.OldSize)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !ok { // another process moved it meanwhile
+		if stored, err = s.st.WitnessedLog(ctx, c.Origin); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeTreeSize(w, stored.Size)
+		return
+	}
+	signer, err := s.witnessSigner(ctx, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	_, line, err := witness.Cosign(signer, n)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeBytes(w, r, http.StatusOK, "text/plain; charset=utf-8", []byte(line))
+}
+
+// writeTreeSize is C2SP tlog-witness's 409: the size last cosigned for
+// the origin, a newline, as text/x.tlog.size.
+func (s *Server) writeTreeSize(w http.ResponseWriter, size int64) {
+	w.Header().Set("Content-Type", "text/x.tlog.size")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusConflict)
+	_, _ = w.Write([]byte(strconv.FormatInt(size, 10) + "\n"))
+}
+
+// witnessSigner is this relay's witness signer (the key made in the
+// store the first time any process asks).
+func (s *Server) witnessSigner(ctx context.Context, r *http.Request) (note.Signer, error) {
+	skey, err := witness.StoredKey(ctx, s.st, s.publicBase(r))
+	if err != nil {
+		return nil, err
+	}
+	return witness.NewSigner(skey)
 }

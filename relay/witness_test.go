@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/sequencer"
 	"github.com/acrelay/acrelay/store"
 	acrtlog "github.com/acrelay/acrelay/tlog"
@@ -248,5 +250,40 @@ func TestReadyzSplitView(t *testing.T) {
 	}
 	if b := get(); !b.Ready || len(b.Degraded) != 0 || b.SplitViews != 0 {
 		t.Fatalf("readyz after the link's removal = %+v, want ready, degraded [], 0", b)
+	}
+}
+
+// TestReadyzLogWitnessSplitView: an external witness's refusal of our own
+// checkpoint (package logwitness evidence) lists log_witness_split_view
+// under degraded while that witness is configured, and not after.
+func TestReadyzLogWitnessSplitView(t *testing.T) {
+	st := openTestStore(t)
+	ctx := context.Background()
+	p, err := st.CreateProject(ctx, newUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveSplitView(ctx, store.SplitView{ProjectID: p.ID, PeerID: store.LogWitnessPeerPrefix + "w.example/w", Kind: store.SplitViewInconsistent,
+		Origin: "relay.test/" + p.ID, Cosigned: []byte("answer"), Seen: []byte("request")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		witnesses []string
+		want      string
+	}{
+		{"configured", []string{"other.example/w", "w.example/w"}, `"degraded":["log_witness_split_view"],"split_views":0`},
+		{"no longer configured", []string{"other.example/w"}, `"degraded":[],"split_views":0`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(relay.New(st, relay.Config{PublicURL: "http://relay.test", LogWitnessNames: tc.witnesses}).Handler())
+			defer srv.Close()
+			e := &env{t: t, st: st, url: srv.URL}
+			r := e.do("GET", "/readyz", "", nil)
+			mustStatus(t, r, http.StatusOK)
+			if !bytes.Contains(r.Body, []byte(tc.want)) {
+				t.Fatalf("readyz %s, want %s", r.Body, tc.want)
+			}
+		})
 	}
 }

@@ -102,6 +102,9 @@ provision_shared() {
 # --- feedparser (capability archive walk; scripts/provision_feedparser.sh) ---
 . scripts/provision_feedparser.sh
 
+# --- litewitness (verifiable-log witnessing; scripts/provision_litewitness.sh)
+. scripts/provision_litewitness.sh
+
 provision_shared
 provision_postgres
 provision_jing
@@ -112,3 +115,4 @@ provision_mcp_npm
 provision_chromium
 provision_podman
 provision_feedparser
+provision_litewitness

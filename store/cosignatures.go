@@ -62,6 +62,12 @@ const (
 	SplitViewInconsistent = "inconsistent"
 )
 
+// LogWitnessPeerPrefix starts the PeerID of the split-view evidence an
+// external witness's refusal of this relay's own checkpoint leaves
+// (package logwitness): the prefix and the witness's key name. Such
+// evidence has no peer link: LinkRemoved is always true for it.
+const LogWitnessPeerPrefix = "log-witness:"
+
 // SplitView is evidence that a peer's log showed two histories: both
 // notes, each signed by the remote's log key. A peer link that holds one
 // is stopped (it mirrors nothing more) until the operator removes it. The
@@ -121,4 +127,65 @@ type Cosignatures interface {
 	// project's), ascending ID, with whether each link is still
 	// configured. Errors: ErrUnavailable.
 	SplitViews(ctx context.Context, projectID string) ([]SplitView, error)
+}
+
+// LogWitnessState is what this relay knows of one external C2SP
+// tlog-witness (configured with `serve --log-witness`) for one project's
+// log: the size the witness last cosigned (from its 200, or its 409
+// text/x.tlog.size answer), the last cosignature this relay got from it
+// and the last failure. It is what the next add-checkpoint's "old" line
+// and consistency proof start from, so a restart or another process does
+// not start over from size 0.
+type LogWitnessState struct {
+	ProjectID string
+	// Witness is the witness's verifier key ("name+hash+key",
+	// cosignature/v1) as configured.
+	Witness string
+	// KnownSize is the size of the latest checkpoint the witness cosigned
+	// for the project's origin, as far as this relay knows (0: none).
+	KnownSize int64
+	// CosignedSize and CosignedAt: the latest cosignature this relay
+	// received from the witness (zero time: never).
+	CosignedSize int64
+	CosignedAt   time.Time
+	// LastError is the last failure ("" after a success), at ErrorAt.
+	LastError string
+	ErrorAt   time.Time
+	// UpdatedAt is set by the store (millisecond precision).
+	UpdatedAt time.Time
+}
+
+// WitnessedLog is the latest checkpoint this relay cosigned, as a C2SP
+// tlog-witness, for one log it witnesses (an origin an operator listed).
+type WitnessedLog struct {
+	Origin string
+	Size   int64
+	Root   [32]byte
+	// Checkpoint is the note as submitted (the log's signatures).
+	Checkpoint []byte
+	UpdatedAt  time.Time // set by the store (millisecond precision)
+}
+
+// LogWitnesses keeps the relay's witnessing state in the C2SP witness
+// ecosystem: its own logs' external witnesses, and the logs it witnesses.
+type LogWitnesses interface {
+	// LogWitnessStates lists the external witnesses' states of projectID
+	// ("" every project's), by project and witness. Errors:
+	// ErrUnavailable.
+	LogWitnessStates(ctx context.Context, projectID string) ([]LogWitnessState, error)
+	// SaveLogWitnessState stores s (replacing the state of its project and
+	// witness; UpdatedAt is set by the store). Errors: ErrNotFound (no
+	// such project), ErrUnavailable.
+	SaveLogWitnessState(ctx context.Context, s LogWitnessState) error
+
+	// WitnessedLog reads the latest checkpoint cosigned for origin.
+	// Errors: ErrNotFound (none yet: size 0), ErrUnavailable.
+	WitnessedLog(ctx context.Context, origin string) (WitnessedLog, error)
+	// SaveWitnessedLog stores l only while the stored size is oldSize
+	// (none stored counts as 0) and l.Size ≥ oldSize: the check and the
+	// write are one step (C2SP tlog-witness: "checking the old size …
+	// and persisting the new checkpoint must be performed atomically"),
+	// so two processes never cosign two trees of one size after it. ok is
+	// false when the stored size differs. Errors: ErrUnavailable.
+	SaveWitnessedLog(ctx context.Context, l WitnessedLog, oldSize int64) (ok bool, err error)
 }

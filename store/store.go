@@ -622,5 +622,6 @@ type Store interface {
 	PeerSubscriptions
 	UISessions
 	Cosignatures
+	LogWitnesses
 	Close() error
 }

@@ -3,6 +3,7 @@ package tlog
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,6 +29,12 @@ type Checkpoint struct {
 	Size   int64
 	Root   tlog.Hash
 }
+
+// EmptyRoot is the root hash of the empty tree, SHA-256 of the empty
+// string (RFC 6962 §2.1), which a size-0 checkpoint carries (C2SP
+// tlog-witness). x/mod's tlog.TreeHash(0, …) returns the zero Hash
+// instead: never put that in a checkpoint.
+var EmptyRoot = tlog.Hash(sha256.Sum256(nil))
 
 // Origin returns a project's checkpoint origin (spec §Checkpoints):
 // "<public-url host and path>/<project_id>", the host lowercased, the

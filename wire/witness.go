@@ -11,3 +11,23 @@ const (
 	// the witness key of a peer link of the project.
 	CodeCosignerUnknown = "cosigner_unknown"
 )
+
+// Codes of POST /v1/witness/add-checkpoint (this relay as a C2SP
+// tlog-witness of other logs; the statuses are C2SP's, the codes ours).
+// A 409 is C2SP's own text/x.tlog.size body, not a JSON error.
+const (
+	// CodeWitnessRequestInvalid (400): not "old <N>", up to 63 proof
+	// lines, an empty line and a checkpoint; or the old size is above
+	// the checkpoint's.
+	CodeWitnessRequestInvalid = "witness_request_invalid"
+	// CodeWitnessLogUnknown (404): the checkpoint's origin is not a log
+	// this relay witnesses.
+	CodeWitnessLogUnknown = "witness_log_unknown"
+	// CodeWitnessSignatureInvalid (403): no signature by a key this relay
+	// trusts for the origin, or one that fails.
+	CodeWitnessSignatureInvalid = "witness_signature_invalid"
+	// CodeWitnessInconsistent (422): the consistency proof does not
+	// verify, a proof came with old size 0, the same size came with
+	// another root, or a size-0 checkpoint's root is not the empty tree's.
+	CodeWitnessInconsistent = "witness_inconsistent"
+)

@@ -63,6 +63,7 @@ type serveConfig struct {
 	Limits     limitsConfig // cmd/acrelay/limits.go
 	Matrix     matrixConfig
 	Federation federationConfig // cmd/acrelay/serve_federation.go
+	LogWitness logWitnessConfig // cmd/acrelay/serve_logwitness.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -108,6 +109,7 @@ keeps only its hash, which later starts use.`,
 	addLimitFlags(fs, &cfg.Limits)
 	addMatrixFlags(fs, &cfg.Matrix)
 	addFederationFlags(cmd, fs, &cfg.Federation)
+	addLogWitnessFlags(cmd, fs, &cfg.LogWitness)
 	return cmd
 }
 
@@ -179,6 +181,14 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	if err := cfg.Limits.check(); err != nil {
+		return err
+	}
+	logWitnesses, err := cfg.LogWitness.witnesses()
+	if err != nil {
+		return err
+	}
+	witnessLogs, err := cfg.LogWitness.witnessLogs()
+	if err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -283,7 +293,8 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
 		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
-		LogVerifierKey: logKey.VerifierKey, // the log's reads (relay/log.go)
+		LogVerifierKey: logKey.VerifierKey, LogSigner: logKey.Signer, // the log's reads (relay/log.go)
+		LogWitnessNames: witnessNames(logWitnesses), WitnessLogs: witnessLogs,
 		CheckRemote: func(ctx context.Context, raw string) error {
 			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
 			return err
@@ -303,6 +314,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 			runSequencer(bg, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
 		})
 	}
+	wg.Go(func() {
+		runLogWitnesses(bg, st, cfg.LogWitness, logWitnesses, logKey, id, cfg.CourierLease, reg, logger)
+	})
 	if mx != nil {
 		wg.Go(func() { mx.run(bg) })
 	}

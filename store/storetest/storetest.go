@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests = append(tests, webSubScanTests...)
 	tests = append(tests, treeTests...)
 	tests = append(tests, cosignatureTests...)
+	tests = append(tests, logWitnessTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
