@@ -61,52 +61,56 @@ func archiveURL(base string, sel store.Selection, k int64) string {
 	return base + ArchivePath + strconv.FormatInt(k, 10) + ".atom?" + query
 }
 
-// currentPage reads the Atom topic's current document (RFC 5005 §3): the
-// records after the newest complete archive (fewer than 200, so without a
-// limit one document holds them all), that archive's number (-1 when there
-// is none) and the selection's newest receipt time (zero when it is empty),
-// which is the document's <updated> even when it holds no entry.
-func (s *Server) currentPage(r *http.Request, in eventsRead) (store.EventPage, int64, time.Time, error) {
+// currentPage reads the Atom topic's current (subscription) document, RFC
+// 5005 §3, under the overlap rule: with A = n/200 complete archives of the
+// selection's n records, it holds the records at positions
+// [200·max(A-1, 0), n) — the newest complete archive's 200 records and the
+// n mod 200 after them — so it always carries at least the newest
+// min(n, 200) records (between 200 and 399 once n ≥ 200). A feed reader
+// that never follows archives (most do not) misses nothing as long as it
+// polls once per 200 new records. The document duplicates archive A-1
+// (RFC 5005 lets an entry appear in more than one document; readers
+// de-duplicate by <id>); its prev-archive names the archive before the
+// first record it holds, A-2 (returned as prev, -1 when there is none), so
+// a walk from it along prev-archive meets every record exactly once.
+// Archives never change. With in.limitStr the document holds the first
+// limit of those records and a next link. Its start moves only when an
+// archive completes, so between two completions it only grows.
+func (s *Server) currentPage(r *http.Request, in eventsRead) (page store.EventPage, prev int64, err error) {
 	n, err := s.st.CountRecords(r.Context(), in.sel)
 	if err != nil {
-		return store.EventPage{}, 0, time.Time{}, err
+		return store.EventPage{}, 0, err
 	}
-	archives := n / store.ArchiveSize
+	start := max(n/store.ArchiveSize-1, 0) * store.ArchiveSize
 	limit := in.limit
 	if in.limitStr == "" {
-		limit = store.ArchiveSize
+		limit = 2 * store.ArchiveSize // more than n - start (< 400) unless records arrive meanwhile
 	}
-	recs, err := s.st.RecordsAt(r.Context(), in.sel, archives*store.ArchiveSize, limit+1)
-	if err != nil {
-		return store.EventPage{}, 0, time.Time{}, err
-	}
-	page := store.EventPage{Records: recs}
-	if len(recs) > limit {
-		page.Records, page.HasMore = recs[:limit], true
-	}
-	var newest time.Time
-	if len(recs) == 0 && n > 0 {
-		// Exactly 200·k records: the newest is the last of archive k-1.
-		last, err := s.st.RecordsAt(r.Context(), in.sel, n-1, 1)
+	for len(page.Records) <= limit {
+		chunk := min(limit+1-len(page.Records), store.ArchiveSize+1)
+		recs, err := s.st.RecordsAt(r.Context(), in.sel, start+int64(len(page.Records)), chunk)
 		if err != nil {
-			return store.EventPage{}, 0, time.Time{}, err
+			return store.EventPage{}, 0, err
 		}
-		if len(last) == 1 {
-			newest = last[0].ReceivedAt
+		page.Records = append(page.Records, recs...)
+		if len(recs) < chunk {
+			break
 		}
 	}
-	return page, archives - 1, newest, nil
+	if len(page.Records) > limit {
+		page.Records, page.HasMore = page.Records[:limit], true
+	}
+	return page, start/store.ArchiveSize - 1, nil
 }
 
 // serveEvents ends a read of records with the page in in.media.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRead) {
 	repo, thread := in.sel.RepositoryID, in.sel.ThreadID
 	var page store.EventPage
-	newestArchive := int64(-1)
-	var newest time.Time
+	prevArchive := int64(-1)
 	var err error
 	if in.topic && in.media == mediaAtom && in.afterStr == nil {
-		page, newestArchive, newest, err = s.currentPage(r, in)
+		page, prevArchive, err = s.currentPage(r, in)
 	} else {
 		page, err = s.st.Events(r.Context(), store.EventQuery{ProjectID: in.sel.ProjectID, RepositoryID: repo, ThreadID: thread, After: in.after, Limit: in.limit})
 	}
@@ -167,13 +171,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 	var body []byte
 	if in.media == mediaAtom {
 		f := s.atomFeed(r, page, repo, thread, jsonURL, ls)
-		if newest.After(f.Updated) {
-			f.Updated = newest
-		}
-		if newestArchive >= 0 {
-			prev := archiveURL(base, in.sel, newestArchive)
+		if prevArchive >= 0 {
+			prev := archiveURL(base, in.sel, prevArchive)
 			if in.capability != "" {
-				prev = feedArchiveURL(base, in.capability, newestArchive)
+				prev = feedArchiveURL(base, in.capability, prevArchive)
 			}
 			f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: prev})
 		}
