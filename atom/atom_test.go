@@ -67,14 +67,14 @@ func TestEntryBytesImmutable(t *testing.T) {
 }
 
 // TestWellFormedAndContentRoundTrips parses the feed with encoding/xml and
-// checks each <content> decodes to JSON equal to the record, for strings
+// checks each <at:record> decodes to JSON equal to the record, for strings
 // the JSON profile admits but XML 1.0 cannot hold raw.
 func TestWellFormedAndContentRoundTrips(t *testing.T) {
 	f := sampleFeed()
 	var doc struct {
 		Entries []struct {
 			ID      string `xml:"id"`
-			Content string `xml:"content"`
+			Content string `xml:"https://agenttool.dev/ns/correspondence record"`
 		} `xml:"entry"`
 	}
 	dec := xml.NewDecoder(bytes.NewReader(atom.Render(f)))

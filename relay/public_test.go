@@ -384,6 +384,10 @@ func TestFeedCapabilities(t *testing.T) {
 	wantFeed = bytes.Replace(wantFeed, []byte(`href="`+topicURL+`"`), []byte(`href="`+feedURL+`"`), 1)
 	wantFeed = bytes.Replace(wantFeed, []byte(`type="application/vnd.agenttool.correspondence+json" href="`+jsonURL+`"`),
 		[]byte(`type="application/vnd.agenttool.correspondence+json" href="`+capJSON+`"`), 1)
+	// Its entries link the records' pages under the capability, not the
+	// web view's.
+	wantFeed = bytes.ReplaceAll(wantFeed, []byte(`href="http://relay.test/ui/projects/`+pid+`/records/1.html?repository_id=repo"`),
+		[]byte(`href="http://relay.test/v1/feeds/`+capability+`/records/1"`))
 	lt := bytes.Index(wantFeed, []byte("  <at:link-template "))
 	wantFeed = append(wantFeed[:lt:lt], wantFeed[lt+bytes.IndexByte(wantFeed[lt:], '\n')+1:]...)
 	if !bytes.Equal(feed.Body, wantFeed) {

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/url"
@@ -170,7 +171,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 
 	var body []byte
 	if in.media == mediaAtom {
-		f := s.atomFeed(r, page, repo, thread, jsonURL, ls)
+		link := topicRecordLink(base)
+		if in.capability != "" {
+			link = feedRecordLink(base, in.capability)
+		}
+		f, err := s.atomFeed(r, page, repo, thread, jsonURL, ls, link)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if prevArchive >= 0 {
 			prev := archiveURL(base, in.sel, prevArchive)
 			if in.capability != "" {
@@ -198,7 +207,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 // (the same feed whichever way it was reached); the links are ls's (hub,
 // self, alternate, next); a feed capability's document carries no wake
 // template, whose stream needs a bearer.
-func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, id string, ls linkSet) atom.Feed {
+func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, id string, ls linkSet, link func(store.Record) string) (atom.Feed, error) {
 	f := atom.Feed{
 		ID:      id,
 		Title:   "agent-correspondence " + repo,
@@ -219,20 +228,40 @@ func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, i
 	if ls.next != "" {
 		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: ls.next})
 	}
-	addEntries(&f, page.Records)
-	return f
+	err := s.addEntries(r.Context(), &f, page.Records, link)
+	return f, err
 }
 
-func addEntries(f *atom.Feed, recs []store.Record) {
+// addEntries appends recs to f as entries: each with its sender's display
+// name (nameCache) and link(rec), the URL of its record page. Errors: a
+// store failure reading a display name.
+func (s *Server) addEntries(ctx context.Context, f *atom.Feed, recs []store.Record, link func(store.Record) string) error {
+	names := s.displayNames(ctx)
 	for _, rec := range recs {
 		f.Entries = append(f.Entries, atom.Entry{
 			EventID: rec.EventID, Kind: string(rec.Kind), RepositoryID: rec.RepositoryID, ThreadID: rec.ThreadID,
 			ReceivedAt: rec.ReceivedAt, Record: RecordJSON(rec),
+			Author: names.name(rec.ProjectID, senderOf(rec)), Link: link(rec),
 		})
 		if rec.ReceivedAt.After(f.Updated) {
 			f.Updated = rec.ReceivedAt
 		}
 	}
+	return names.err
+}
+
+// topicRecordLink links a topic's entries (current document, archives) to
+// their record pages in the web view (atom.RecordPageURL).
+func topicRecordLink(base string) func(store.Record) string {
+	return func(rec store.Record) string {
+		return atom.RecordPageURL(base, rec.ProjectID, rec.RepositoryID, rec.ReceivedSeq)
+	}
+}
+
+// feedRecordLink links a feed capability's entries to their record pages
+// under the capability (handleFeedRecord).
+func feedRecordLink(base, capability string) func(store.Record) string {
+	return func(rec store.Record) string { return feedRecordURL(base, capability, rec.ReceivedSeq) }
 }
 
 // handleArchive: GET /v1/correspondence/archives/{k}.atom (RFC 5005 §4),
@@ -267,6 +296,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	s.serveArchive(w, r, sel, scope, archiveNames{
 		archive: func(k int64) string { return archiveURL(base, sel, k) },
 		current: topicOf(sel, mediaAtom).URL(base),
+		record:  topicRecordLink(base),
 	})
 }
 
@@ -275,6 +305,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 type archiveNames struct {
 	archive func(k int64) string
 	current string
+	record  func(store.Record) string // an entry's record page
 }
 
 // serveArchive ends a read of archive {k} of sel (RFC 5005 §4): the
@@ -332,7 +363,10 @@ func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, sel store.
 		f.Links = append(f.Links, atom.Link{Rel: "next-archive", Type: mediaAtom, Href: names.archive(k + 1)})
 	}
 	f.Title += " (archive " + strconv.FormatInt(k, 10) + ")"
-	addEntries(&f, recs)
+	if err := s.addEntries(r.Context(), &f, recs, names.record); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 
 	h := w.Header()
 	var links []string
