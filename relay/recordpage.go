@@ -150,10 +150,14 @@ func (s *Server) renderRecord(w http.ResponseWriter, r *http.Request, rec store.
 func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 	uiHeaders(w)
 	capability := mux.Vars(r)["feed_token"]
+	notFound := func() {
+		s.logRefusal(r, errNotFound) // the route template, never the path
+		s.ui.renderError(w, r, http.StatusNotFound, "No such record.")
+	}
 	ft, err := s.feedToken(r, capability)
 	if err != nil {
-		if isNotFound(err) {
-			s.ui.renderError(w, r, http.StatusNotFound, "No such record.")
+		if err == errNotFound {
+			notFound()
 			return
 		}
 		s.ui.viewError(w, r, err)
@@ -165,7 +169,7 @@ func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	seq, ok := parseSeq(mux.Vars(r)["received_seq"])
 	if !ok {
-		s.ui.renderError(w, r, http.StatusNotFound, "No such record.")
+		notFound()
 		return
 	}
 	rec, err := s.recordAt(r.Context(), ft.ProjectID, ft.RepositoryID, seq)
@@ -174,7 +178,7 @@ func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rec == nil {
-		s.ui.renderError(w, r, http.StatusNotFound, "No such record.")
+		notFound()
 		return
 	}
 	base := s.publicBase(r)
