@@ -99,6 +99,9 @@ provision_shared() {
 # --- feedparser (capability archive walk; scripts/provision_feedparser.sh) ---
 . scripts/provision_feedparser.sh
 
+# --- Miniflux (feed reader end to end; scripts/provision_miniflux.sh) -------
+. scripts/provision_miniflux.sh
+
 provision_shared
 provision_postgres
 provision_jing
@@ -108,3 +111,4 @@ provision_websub_npm
 provision_chromium
 provision_podman
 provision_feedparser
+provision_miniflux
