@@ -50,21 +50,20 @@ const (
 // fail (503) rather than show an id where a name belongs, which would
 // change the entry's bytes later.
 type nameCache struct {
-	ctx context.Context
-	st  interface {
+	st interface {
 		GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error)
 	}
 	m   map[[2]string]string
 	err error
 }
 
-func (s *Server) displayNames(ctx context.Context) *nameCache {
-	return &nameCache{ctx: ctx, st: s.st, m: make(map[[2]string]string)}
+func (s *Server) displayNames() *nameCache {
+	return &nameCache{st: s.st, m: make(map[[2]string]string)}
 }
 
 // name is the identity's display name, "" when it is unknown, has none or
 // the lookup failed (c.err).
-func (c *nameCache) name(projectID, identityID string) string {
+func (c *nameCache) name(ctx context.Context, projectID, identityID string) string {
 	if identityID == "" {
 		return ""
 	}
@@ -72,7 +71,7 @@ func (c *nameCache) name(projectID, identityID string) string {
 	if n, ok := c.m[k]; ok {
 		return n
 	}
-	ident, err := c.st.GetIdentity(c.ctx, projectID, identityID)
+	ident, err := c.st.GetIdentity(ctx, projectID, identityID)
 	switch {
 	case err == nil:
 		c.m[k] = ident.DisplayName
@@ -128,8 +127,8 @@ func (s *Server) renderRecord(w http.ResponseWriter, r *http.Request, rec store.
 	d, _ := atom.Describe(string(rec.Kind), RecordJSON(rec))
 	page.Description = d
 	page.Repository = rec.RepositoryID
-	names := s.displayNames(r.Context())
-	page.Author = names.name(rec.ProjectID, d.SenderID)
+	names := s.displayNames()
+	page.Author = names.name(r.Context(), rec.ProjectID, d.SenderID)
 	if names.err != nil {
 		s.ui.viewError(w, r, names.err)
 		return
@@ -197,7 +196,8 @@ func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 func (u *uiViews) handleRecordPage(w http.ResponseWriter, r *http.Request) {
 	pid := mux.Vars(r)["project_id"]
 	var repo string
-	if u.s.isPublic(r, pid) {
+	public := u.s.isPublic(r, pid)
+	if public {
 		q, err := readQuery(r, "repository_id")
 		if err != nil || q["repository_id"] == "" {
 			u.renderError(w, r, http.StatusBadRequest, "repository_id is missing, or the query has unknown or repeated parameters.")
@@ -226,7 +226,7 @@ func (u *uiViews) handleRecordPage(w http.ResponseWriter, r *http.Request) {
 	}
 	base := u.s.publicBase(r)
 	page := recordPage{ProofPath: "/v1/log/" + pid + "/proof/inclusion?received_seq=" + strconv.FormatInt(seq, 10)}
-	if u.s.isPublic(r, pid) {
+	if public {
 		page.ProofURL = base + page.ProofPath
 		page.FeedURL, page.FeedLabel = topicOf(store.Selection{ProjectID: pid, RepositoryID: repo}, mediaAtom).URL(base), "the feed"
 	} else {

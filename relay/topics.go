@@ -236,12 +236,12 @@ func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, i
 // name (nameCache) and link(rec), the URL of its record page. Errors: a
 // store failure reading a display name.
 func (s *Server) addEntries(ctx context.Context, f *atom.Feed, recs []store.Record, link func(store.Record) string) error {
-	names := s.displayNames(ctx)
+	names := s.displayNames()
 	for _, rec := range recs {
 		f.Entries = append(f.Entries, atom.Entry{
 			EventID: rec.EventID, Kind: string(rec.Kind), RepositoryID: rec.RepositoryID, ThreadID: rec.ThreadID,
 			ReceivedAt: rec.ReceivedAt, Record: RecordJSON(rec),
-			Author: names.name(rec.ProjectID, senderOf(rec)), Link: link(rec),
+			Author: names.name(ctx, rec.ProjectID, senderOf(rec)), Link: link(rec),
 		})
 		if rec.ReceivedAt.After(f.Updated) {
 			f.Updated = rec.ReceivedAt
