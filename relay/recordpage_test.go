@@ -287,6 +287,12 @@ func TestRecordPagesAndHostileText(t *testing.T) {
 			t.Fatalf("without a session: %d %q", r.Status, r.Header.Get("Location"))
 		}
 		sess := e.signIn(e.newToken(pid, "read"), hostileRepo)
+		// The live view links each event to its record page.
+		lv := e.ui("GET", "/ui/projects/"+pid+"?repository_id="+urlQueryEscape(hostileRepo), nil, []*http.Cookie{sess})
+		mustStatus(t, lv, 200)
+		if !strings.Contains(string(lv.Body), `href="`+strings.ReplaceAll(path, "&", "&amp;")+`"`) {
+			t.Errorf("the live view does not link %s", path)
+		}
 		r = e.ui("GET", path, nil, []*http.Cookie{sess})
 		mustStatus(t, r, 200)
 		mustSecurityHeaders(t, r)
