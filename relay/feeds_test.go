@@ -53,6 +53,10 @@ type walkPage struct {
 	URL   string            `json:"url"`
 	IDs   []string          `json:"ids"`
 	Links map[string]string `json:"links"`
+	// Entries: what feedparser made of each entry (the walk's script).
+	Entries []struct {
+		Title, Author, Link, Content string
+	} `json:"entries"`
 }
 
 // feedparserWalk is the independent reader: Debian's feedparser 6 walks
@@ -66,7 +70,9 @@ while url and len(pages) < 10:
     if d.bozo or d.get("status") != 200:
         sys.exit("feedparser: %s status %s bozo %s" % (url, d.get("status"), d.get("bozo_exception")))
     links = {l["rel"]: l["href"] for l in d.feed.get("links", [])}
-    pages.append({"url": url, "ids": [e.id for e in d.entries], "links": links})
+    entries = [{"title": e.get("title"), "author": e.get("author"), "link": e.get("link"),
+                "content": (e.get("content") or [{}])[0].get("value")} for e in d.entries]
+    pages.append({"url": url, "ids": [e.id for e in d.entries], "links": links, "entries": entries})
     url = links.get("prev-archive")
 json.dump(pages, sys.stdout)
 `
@@ -286,6 +292,22 @@ func TestFeedCapabilityArchiveWalk(t *testing.T) {
 			}
 		}
 		checkOrder("feedparser", fp)
+		// Each entry as a person sees it in a feedparser-based reader: the
+		// kind and the summary, the sender's display name, the record's
+		// own page under the capability, readable HTML.
+		links := map[string]bool{}
+		for _, p := range fp {
+			for _, en := range p.Entries {
+				if en.Title != "Intent: n" || en.Author != "agent" || !strings.HasPrefix(en.Link, under+"/records/") || links[en.Link] ||
+					!strings.Contains(en.Content, "<strong>agent</strong>") {
+					t.Fatalf("feedparser entry %+v", en)
+				}
+				links[en.Link] = true
+			}
+		}
+		if len(links) != len(want) {
+			t.Fatalf("feedparser saw %d distinct entry links, want %d", len(links), len(want))
+		}
 	})
 
 	// Revocation ends every page at once.
