@@ -69,12 +69,13 @@ var kindLabels = map[string]string{
 	"pause": "Pause", "rest": "Rest", "refusal": "Refusal", "handoff": "Handoff", "close": "Close",
 }
 
-// KindLabel is kind's short label (the kind itself when unknown).
+// KindLabel is kind's short label (the kind itself on one line when
+// unknown; ingest admits only spec §5's kinds).
 func KindLabel(kind string) string {
 	if l, ok := kindLabels[kind]; ok {
 		return l
 	}
-	return kind
+	return oneLine(kind)
 }
 
 type recordJSON struct {

@@ -236,3 +236,22 @@ func TestHostileTextEscaped(t *testing.T) {
 func escapeHTML(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
 }
+
+// FuzzDescribe: whatever a record holds, its title is one line (no
+// control or line break) of at most the label, ": " and TitleMax+1
+// scalar values, and its HTML has no markup but the inert elements.
+func FuzzDescribe(f *testing.F) {
+	f.Add("progress", []byte(`{"event":{"kind":"progress","body":{"summary":"a\nb\tc"}},"receipt":{"received_seq":"1"}}`), "x")
+	f.Add("claim.open", []byte(`{"event":{"kind":"claim.open","scope":{"paths":["<p>"]},"body":{"claim_id":"c","expires_at":"t"}}}`), "<i>")
+	f.Fuzz(func(t *testing.T, kind string, record []byte, author string) {
+		d, _ := atom.Describe(kind, record)
+		title := d.Title()
+		if strings.ContainsAny(title, "\n\r\t\x00") {
+			t.Fatalf("title %q is not one line", title)
+		}
+		if n := len([]rune(title)); n > len([]rune(d.Label))+2+atom.TitleMax+1 {
+			t.Fatalf("title of %d scalars: %q", n, title)
+		}
+		assertInertHTML(t, d.HTML(author))
+	})
+}
