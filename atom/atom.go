@@ -2,6 +2,7 @@ package atom
 
 import (
 	"bytes"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -31,6 +32,14 @@ type Entry struct {
 	ThreadID     string
 	ReceivedAt   time.Time
 	Record       []byte
+	// Author is the sender identity's display name, "" for its identity
+	// id. It must be fixed for the record's life (the registry never
+	// changes a display name), or the entry would change.
+	Author string
+	// Link is the URL of the record's own HTML page (rel="alternate"),
+	// reachable by whoever holds the feed's URL; "" for none. It must be
+	// fixed for a given feed URL.
+	Link string
 }
 
 // Feed is one Atom feed document: a page of a project's records.
@@ -97,16 +106,45 @@ func Render(f Feed) []byte {
 
 // EntryBytes returns one entry's bytes, a pure function of e: the same
 // record always renders identically.
+//
+// Title: the kind's label and the event's own words (Description.Title);
+// author: e.Author, else the sender's identity id; link: e.Link as
+// rel="alternate" type="text/html"; content type="html": the record as a
+// person reads it (Description.HTML), escaped twice (HTML, then XML), so
+// no agent-controlled string is ever live markup; <at:record>: the exact
+// {event, receipt} JSON, for machines.
 func EntryBytes(e Entry) []byte {
+	d, _ := Describe(e.Kind, e.Record)
+	if d.EventID == "" {
+		d.EventID = e.EventID
+	}
+	author := e.Author
+	if author == "" {
+		author = d.SenderID
+	}
+	if author == "" {
+		author = "unknown sender"
+	}
 	var b bytes.Buffer
-	b.Grow(256 + len(e.Record)*11/10)
+	b.Grow(1024 + len(e.Record)*21/10)
 	b.WriteString("  <entry>\n")
 	element(&b, "    ", "id", e.EventID)
-	element(&b, "    ", "title", "["+e.Kind+"] "+e.RepositoryID+" / "+e.ThreadID)
+	element(&b, "    ", "title", d.Title())
 	element(&b, "    ", "updated", e.ReceivedAt.UTC().Format(TimeFormat))
-	b.WriteString(`    <content type="text">`)
-	jsonText(&b, e.Record)
+	b.WriteString("    <author><name>")
+	escape(&b, author, false)
+	b.WriteString("</name></author>\n")
+	if e.Link != "" {
+		b.WriteString(`    <link rel="alternate" type="text/html" href="`)
+		attr(&b, e.Link)
+		b.WriteString("\"/>\n")
+	}
+	b.WriteString(`    <content type="html">`)
+	escape(&b, d.HTML(author), false)
 	b.WriteString("</content>\n")
+	b.WriteString(`    <at:record type="application/json">`)
+	jsonText(&b, e.Record)
+	b.WriteString("</at:record>\n")
 	b.WriteString("  </entry>\n")
 	return b.Bytes()
 }
@@ -189,4 +227,15 @@ func jsonText(b *bytes.Buffer, js []byte) {
 		}
 		i += n
 	}
+}
+
+// RecordPageURL is the URL of a record's HTML page for the readers of a
+// topic (its WebSub deliveries, its current document and archives):
+// {base}/ui/projects/{project_id}/records/{received_seq}.html?repository_id=R,
+// a page of the web view, open to everyone for a public project and
+// behind the web view's sign-in otherwise (relay/recordpage.go). A feed
+// capability's entries link under the capability instead.
+func RecordPageURL(base, projectID, repositoryID string, receivedSeq int64) string {
+	return base + "/ui/projects/" + url.PathEscape(projectID) + "/records/" + strconv.FormatInt(receivedSeq, 10) +
+		".html?repository_id=" + url.QueryEscape(repositoryID)
 }

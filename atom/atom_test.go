@@ -67,14 +67,14 @@ func TestEntryBytesImmutable(t *testing.T) {
 }
 
 // TestWellFormedAndContentRoundTrips parses the feed with encoding/xml and
-// checks each <content> decodes to JSON equal to the record, for strings
+// checks each <at:record> decodes to JSON equal to the record, for strings
 // the JSON profile admits but XML 1.0 cannot hold raw.
 func TestWellFormedAndContentRoundTrips(t *testing.T) {
 	f := sampleFeed()
 	var doc struct {
 		Entries []struct {
 			ID      string `xml:"id"`
-			Content string `xml:"content"`
+			Content string `xml:"https://agenttool.dev/ns/correspondence record"`
 		} `xml:"entry"`
 	}
 	dec := xml.NewDecoder(bytes.NewReader(atom.Render(f)))
@@ -102,24 +102,37 @@ func TestWellFormedAndContentRoundTrips(t *testing.T) {
 	}
 }
 
+// FuzzRenderWellFormed: whatever the record, kind, ids and author, the
+// document is well-formed XML and each entry's decoded HTML content holds
+// no markup but Description.HTML's own inert elements.
 func FuzzRenderWellFormed(f *testing.F) {
-	f.Add("intent", "repo", "summary", []byte(`{"a":"b"}`))
-	f.Add("x\uFFFE", "r\x01", "\uFFFF", []byte("{\"s\":\"\uFFFE\x7f\"}"))
-	f.Fuzz(func(t *testing.T, kind, repo, thread string, record []byte) {
-		if !utf8Valid(kind, repo, thread, string(record)) {
+	f.Add("intent", "repo", "summary", []byte(`{"a":"b"}`), "Ada")
+	f.Add("x\uFFFE", "r\x01", "\uFFFF", []byte("{\"s\":\"\uFFFE\x7f\"}"), "<b>")
+	f.Add("artifact.offer", "r<x>", "t", []byte(`{"event":{"kind":"artifact.offer","scope":{"paths":["<a href=x>"]},"body":{"summary":"</content><script>","artifact":{"kind":"git_patch","locator":"javascript:<i>"}}},"receipt":{"received_at":"x","received_seq":"1"}}`), "</name>")
+	f.Fuzz(func(t *testing.T, kind, repo, thread string, record []byte, author string) {
+		if !utf8Valid(kind, repo, thread, string(record), author) {
 			t.Skip()
 		}
-		out := atom.Render(atom.Feed{ID: "urn:x", Title: repo, Entries: []atom.Entry{{EventID: "sha256:x", Kind: kind, RepositoryID: repo, ThreadID: thread, Record: record}}})
+		out := atom.Render(atom.Feed{ID: "urn:x", Title: repo, Entries: []atom.Entry{{EventID: "sha256:x", Kind: kind, RepositoryID: repo, ThreadID: thread, Record: record, Author: author, Link: "http://relay.test/r/" + thread}}})
 		dec := xml.NewDecoder(bytes.NewReader(out))
 		for {
 			_, err := dec.Token()
 			if err == io.EOF {
-				return
+				break
 			}
 			if err != nil {
 				t.Fatalf("not well-formed: %v\n%q", err, out)
 			}
 		}
+		var doc struct {
+			Entries []struct {
+				Content string `xml:"content"`
+			} `xml:"entry"`
+		}
+		if err := xml.Unmarshal(out, &doc); err != nil || len(doc.Entries) != 1 {
+			t.Fatalf("entries: %v", err)
+		}
+		assertInertHTML(t, doc.Entries[0].Content)
 	})
 }
 

@@ -762,11 +762,15 @@ type atomDelivery struct {
 			Type string `xml:"type,attr"`
 			Text string `xml:",chardata"`
 		} `xml:"http://www.w3.org/2005/Atom content"`
+		Record *string `xml:"https://agenttool.dev/ns/correspondence record"`
 	} `xml:"http://www.w3.org/2005/Atom entry"`
 }
 
 // parseAtomDelivery reads the feed of atom.Render: each <entry> has <id>
-// = event_id and <content type="text"> holding {"event", "receipt"}.
+// = event_id and <at:record> (namespace
+// https://agenttool.dev/ns/correspondence) holding {"event", "receipt"};
+// a relay before issue 32 put that JSON in <content type="text"> instead,
+// read when no <at:record> is present.
 func parseAtomDelivery(body []byte) ([]deliveryEntry, error) {
 	var f atomDelivery
 	d := xml.NewDecoder(bytes.NewReader(body))
@@ -779,8 +783,11 @@ func parseAtomDelivery(body []byte) ([]deliveryEntry, error) {
 		if de.id == "" {
 			de.id = "(none)" // never an event id: the entry is refused
 		}
-		if e.Content.Type == "text" || e.Content.Type == "" {
-			// A content that is not the record JSON leaves rec empty: refused.
+		switch {
+		case e.Record != nil:
+			// A record that is not the record JSON leaves rec empty: refused.
+			_ = json.Unmarshal([]byte(*e.Record), &de.rec)
+		case e.Content.Type == "text" || e.Content.Type == "":
 			_ = json.Unmarshal([]byte(e.Content.Text), &de.rec)
 		}
 		out = append(out, de)

@@ -12,8 +12,8 @@ import (
 // links to current and has no next-archive until the next archive is
 // complete (it is revalidated, not immutable, until then); an older one
 // links its successor and is immutable. At exactly 200·k records the
-// current document holds no entry and says the newest record's time, not
-// 1970.
+// current document holds archive k-1's records (the overlap rule), says
+// the newest record's time, and links archive k-2.
 func TestArchiveLinksOnlyExistingDocuments(t *testing.T) {
 	e := newEnv(t)
 	pid, tok := e.newProjectVisible("public")
@@ -62,15 +62,15 @@ func TestArchiveLinksOnlyExistingDocuments(t *testing.T) {
 	wantArchive("1", "public, no-cache", "")
 	wantCode(t, e.do("GET", archive("2"), "", nil), 404, "not_found")
 
-	// 400 records: the current document is empty, and its <updated> is
-	// the newest record's received_at (the last entry of archive 1).
+	// 400 records: the current document holds archive 1's 200 records,
+	// and its <updated> is the newest record's received_at.
 	_, a1 := get(archive("1"))
 	newest := a1.Entries[len(a1.Entries)-1].Updated
 	cur, f := get(current)
-	if len(f.Entries) != 0 || f.Updated != newest || !bytes.Contains(cur.Body, []byte("<updated>"+newest+"</updated>")) {
-		t.Fatalf("empty current document: %d entries, updated %q, want %q", len(f.Entries), f.Updated, newest)
+	if len(f.Entries) != 200 || f.Entries[0].ID != a1.Entries[0].ID || f.Updated != newest || !bytes.Contains(cur.Body, []byte("<updated>"+newest+"</updated>")) {
+		t.Fatalf("current document: %d entries, updated %q, want 200 and %q", len(f.Entries), f.Updated, newest)
 	}
-	if got := linkOf(f, "prev-archive"); got != base+archive("1") {
+	if got := linkOf(f, "prev-archive"); got != base+archive("0") {
 		t.Fatalf("current prev-archive %q", got)
 	}
 

@@ -158,6 +158,7 @@ func (s *Server) handleFeedArchive(w http.ResponseWriter, r *http.Request) {
 	s.serveArchive(w, r, store.Selection{ProjectID: ft.ProjectID, RepositoryID: ft.RepositoryID}, "private", archiveNames{
 		archive: func(k int64) string { return feedArchiveURL(base, capability, k) },
 		current: feedURL(base, capability, mediaAtom, ft.RepositoryID),
+		record:  feedRecordLink(base, capability),
 	})
 }
 
@@ -168,6 +169,12 @@ func feedURL(base, capability, media, repo string) string {
 		ext = ".atom"
 	}
 	return base + "/v1/feeds/" + capability + ext + "?repository_id=" + url.QueryEscape(repo)
+}
+
+// feedRecordURL is a capability's page of the record received_seq
+// (handleFeedRecord).
+func feedRecordURL(base, capability string, seq int64) string {
+	return base + "/v1/feeds/" + capability + "/records/" + strconv.FormatInt(seq, 10)
 }
 
 // feedArchiveURL is a capability's archive k.

@@ -53,6 +53,10 @@ type walkPage struct {
 	URL   string            `json:"url"`
 	IDs   []string          `json:"ids"`
 	Links map[string]string `json:"links"`
+	// Entries: what feedparser made of each entry (the walk's script).
+	Entries []struct {
+		Title, Author, Link, Content string
+	} `json:"entries"`
 }
 
 // feedparserWalk is the independent reader: Debian's feedparser 6 walks
@@ -66,7 +70,9 @@ while url and len(pages) < 10:
     if d.bozo or d.get("status") != 200:
         sys.exit("feedparser: %s status %s bozo %s" % (url, d.get("status"), d.get("bozo_exception")))
     links = {l["rel"]: l["href"] for l in d.feed.get("links", [])}
-    pages.append({"url": url, "ids": [e.id for e in d.entries], "links": links})
+    entries = [{"title": e.get("title"), "author": e.get("author"), "link": e.get("link"),
+                "content": (e.get("content") or [{}])[0].get("value")} for e in d.entries]
+    pages.append({"url": url, "ids": [e.id for e in d.entries], "links": links, "entries": entries})
     url = links.get("prev-archive")
 json.dump(pages, sys.stdout)
 `
@@ -166,15 +172,33 @@ func TestFeedCapabilityArchiveWalk(t *testing.T) {
 		pages = append([]walkPage{p}, pages...)
 		u = p.Links["prev-archive"]
 	}
-	if len(pages) != 3 {
-		t.Fatalf("%d documents, want archives 0 and 1 and the current document", len(pages))
+	// 457 records: the current document holds archive 1's records and
+	// the 57 after them (the overlap rule, currentPage), and links archive
+	// 0; archive 1 is reached from archive 0's next-archive.
+	if len(pages) != 2 {
+		t.Fatalf("%d documents, want archive 0 and the current document", len(pages))
 	}
-	cur := pages[2]
-	if cur.Links["alternate"] != under+".json?repository_id=repo" || cur.Links["prev-archive"] != archiveAt(1) ||
-		cur.Links["hub"] != "" || len(cur.Links) != 3 {
-		t.Fatalf("current document links %v", cur.Links)
+	cur := pages[1]
+	if cur.Links["alternate"] != under+".json?repository_id=repo" || cur.Links["prev-archive"] != archiveAt(0) ||
+		cur.Links["hub"] != "" || len(cur.Links) != 3 || len(cur.IDs) != 257 {
+		t.Fatalf("current document: %d entries, links %v", len(cur.IDs), cur.Links)
 	}
-	for k, p := range pages[:2] {
+	for k := range 2 {
+		ar := bare(t, archiveAt(k))
+		af, err := (&gatom.Parser{}).Parse(bytes.NewReader(ar.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := walkPage{URL: archiveAt(k), Links: map[string]string{}}
+		for _, l := range af.Links {
+			p.Links[l.Rel] = l.Href
+		}
+		for _, it := range af.Entries {
+			p.IDs = append(p.IDs, it.ID)
+		}
+		if !visited[archiveAt(k)] {
+			t.Fatalf("archive %d is linked from no document of the walk", k)
+		}
 		wantLinks := map[string]string{"self": archiveAt(k), "current": capURL}
 		if k > 0 {
 			wantLinks["prev-archive"] = archiveAt(k - 1)
@@ -182,7 +206,7 @@ func TestFeedCapabilityArchiveWalk(t *testing.T) {
 		if k == 0 {
 			wantLinks["next-archive"] = archiveAt(1) // archive 1 is the newest: no next-archive
 		}
-		if !equalMaps(p.Links, wantLinks) || len(p.IDs) != 200 {
+		if !equalMaps(p.Links, wantLinks) || len(p.IDs) != 200 || p.IDs[0] != want[200*k] {
 			t.Fatalf("archive %d: %d entries, links %v, want %v", k, len(p.IDs), p.Links, wantLinks)
 		}
 		r := bare(t, archiveAt(k))
@@ -268,6 +292,22 @@ func TestFeedCapabilityArchiveWalk(t *testing.T) {
 			}
 		}
 		checkOrder("feedparser", fp)
+		// Each entry as a person sees it in a feedparser-based reader: the
+		// kind and the summary, the sender's display name, the record's
+		// own page under the capability, readable HTML.
+		links := map[string]bool{}
+		for _, p := range fp {
+			for _, en := range p.Entries {
+				if en.Title != "Intent: n" || en.Author != "agent" || !strings.HasPrefix(en.Link, under+"/records/") || links[en.Link] ||
+					!strings.Contains(en.Content, "<strong>agent</strong>") {
+					t.Fatalf("feedparser entry %+v", en)
+				}
+				links[en.Link] = true
+			}
+		}
+		if len(links) != len(want) {
+			t.Fatalf("feedparser saw %d distinct entry links, want %d", len(links), len(want))
+		}
 	})
 
 	// Revocation ends every page at once.

@@ -196,8 +196,9 @@ func (s *Server) earlyCharged(r *http.Request) bool {
 }
 
 // unauthenticatedRoute reports whether r is on a route that needs no
-// token: the hub, a feed capability's reads, a public read without
-// Authorization, the web view's sign-in.
+// token: the hub, a feed capability's reads (its record pages too), a
+// public read without Authorization, the web view's sign-in and record
+// pages.
 func unauthenticatedRoute(r *http.Request) bool {
 	rt := mux.CurrentRoute(r)
 	if rt == nil {
@@ -210,6 +211,8 @@ func unauthenticatedRoute(r *http.Request) bool {
 	case strings.HasPrefix(tpl, "/v1/feeds/") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		return true
 	case tpl == "/ui/signin" && r.Method == http.MethodPost:
+		return true
+	case tpl == uiRecordPageRoute: // open to everyone for a public project
 		return true
 	}
 	return anonymousRead(r)

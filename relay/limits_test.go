@@ -102,6 +102,12 @@ func TestClientRate(t *testing.T) {
 		{"refused bearer", func(e *env, _, _ string) resp {
 			return e.do("GET", "/v1/correspondence/events?repository_id=repo", "acr_not_a_token", nil)
 		}, 401},
+		{"record page under a capability", func(e *env, _, _ string) resp {
+			return e.do("GET", "/v1/feeds/acrf_nosuchcapability/records/1", "", nil)
+		}, 404},
+		{"public record page", func(e *env, pub, _ string) resp {
+			return e.do("GET", "/ui/projects/"+pub+"/records/1.html?repository_id=repo", "", nil)
+		}, 404},
 		{"web view sign-in", func(e *env, _, _ string) resp {
 			return e.do("POST", "/ui/signin", "", []byte("token=x"), "Content-Type", form)
 		}, 0},

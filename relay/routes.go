@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("/v1/feeds/{feed_token}.atom", func(w http.ResponseWriter, r *http.Request) { s.handleFeedGet(w, r, mediaAtom) }).Methods("GET", "HEAD")
 	m.HandleFunc("/v1/feeds/{feed_token}.json", func(w http.ResponseWriter, r *http.Request) { s.handleFeedGet(w, r, mediaVendorJSON) }).Methods("GET", "HEAD")
 	m.HandleFunc("/v1/feeds/{feed_token}/archives/{k:[0-9]+}.atom", s.handleFeedArchive).Methods("GET", "HEAD")
+	m.HandleFunc(feedRecordRoute, s.handleFeedRecord).Methods("GET", "HEAD") // an entry's record page (relay/recordpage.go)
 	// A peer link's WebSub callback: the hub sends no bearer; the link
 	// checks the challenge and each delivery's HMAC (relay/peers.go); a
 	// refused verification is the JSON 404 (relay/callback.go).
@@ -72,6 +73,7 @@ func (s *Server) Handler() http.Handler {
 	uiRoutes.HandleFunc("/ui/projects/{project_id}", ui.handleProject).Methods("GET", "HEAD")
 	uiRoutes.HandleFunc("/ui/projects/{project_id}/fragment", ui.handleFragment).Methods("GET", "HEAD")
 	uiRoutes.HandleFunc("/ui/projects/{project_id}/live", ui.handleLive).Methods("GET")
+	uiRoutes.HandleFunc(uiRecordPageRoute, ui.handleRecordPage).Methods("GET", "HEAD") // before the JSON route, which would match it too
 	uiRoutes.HandleFunc("/ui/projects/{project_id}/records/{received_seq}", ui.handleRecord).Methods("GET", "HEAD")
 	uiRoutes.PathPrefix("/ui/static/").HandlerFunc(ui.handleStatic).Methods("GET", "HEAD")
 

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/url"
@@ -61,52 +62,56 @@ func archiveURL(base string, sel store.Selection, k int64) string {
 	return base + ArchivePath + strconv.FormatInt(k, 10) + ".atom?" + query
 }
 
-// currentPage reads the Atom topic's current document (RFC 5005 §3): the
-// records after the newest complete archive (fewer than 200, so without a
-// limit one document holds them all), that archive's number (-1 when there
-// is none) and the selection's newest receipt time (zero when it is empty),
-// which is the document's <updated> even when it holds no entry.
-func (s *Server) currentPage(r *http.Request, in eventsRead) (store.EventPage, int64, time.Time, error) {
+// currentPage reads the Atom topic's current (subscription) document, RFC
+// 5005 §3, under the overlap rule: with A = n/200 complete archives of the
+// selection's n records, it holds the records at positions
+// [200·max(A-1, 0), n) — the newest complete archive's 200 records and the
+// n mod 200 after them — so it always carries at least the newest
+// min(n, 200) records (between 200 and 399 once n ≥ 200). A feed reader
+// that never follows archives (most do not) misses nothing as long as it
+// polls once per 200 new records. The document duplicates archive A-1
+// (RFC 5005 lets an entry appear in more than one document; readers
+// de-duplicate by <id>); its prev-archive names the archive before the
+// first record it holds, A-2 (returned as prev, -1 when there is none), so
+// a walk from it along prev-archive meets every record exactly once.
+// Archives never change. With in.limitStr the document holds the first
+// limit of those records and a next link. Its start moves only when an
+// archive completes, so between two completions it only grows.
+func (s *Server) currentPage(r *http.Request, in eventsRead) (page store.EventPage, prev int64, err error) {
 	n, err := s.st.CountRecords(r.Context(), in.sel)
 	if err != nil {
-		return store.EventPage{}, 0, time.Time{}, err
+		return store.EventPage{}, 0, err
 	}
-	archives := n / store.ArchiveSize
+	start := max(n/store.ArchiveSize-1, 0) * store.ArchiveSize
 	limit := in.limit
 	if in.limitStr == "" {
-		limit = store.ArchiveSize
+		limit = 2 * store.ArchiveSize // more than n - start (< 400) unless records arrive meanwhile
 	}
-	recs, err := s.st.RecordsAt(r.Context(), in.sel, archives*store.ArchiveSize, limit+1)
-	if err != nil {
-		return store.EventPage{}, 0, time.Time{}, err
-	}
-	page := store.EventPage{Records: recs}
-	if len(recs) > limit {
-		page.Records, page.HasMore = recs[:limit], true
-	}
-	var newest time.Time
-	if len(recs) == 0 && n > 0 {
-		// Exactly 200·k records: the newest is the last of archive k-1.
-		last, err := s.st.RecordsAt(r.Context(), in.sel, n-1, 1)
+	for len(page.Records) <= limit {
+		chunk := min(limit+1-len(page.Records), store.ArchiveSize+1)
+		recs, err := s.st.RecordsAt(r.Context(), in.sel, start+int64(len(page.Records)), chunk)
 		if err != nil {
-			return store.EventPage{}, 0, time.Time{}, err
+			return store.EventPage{}, 0, err
 		}
-		if len(last) == 1 {
-			newest = last[0].ReceivedAt
+		page.Records = append(page.Records, recs...)
+		if len(recs) < chunk {
+			break
 		}
 	}
-	return page, archives - 1, newest, nil
+	if len(page.Records) > limit {
+		page.Records, page.HasMore = page.Records[:limit], true
+	}
+	return page, start/store.ArchiveSize - 1, nil
 }
 
 // serveEvents ends a read of records with the page in in.media.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRead) {
 	repo, thread := in.sel.RepositoryID, in.sel.ThreadID
 	var page store.EventPage
-	newestArchive := int64(-1)
-	var newest time.Time
+	prevArchive := int64(-1)
 	var err error
 	if in.topic && in.media == mediaAtom && in.afterStr == nil {
-		page, newestArchive, newest, err = s.currentPage(r, in)
+		page, prevArchive, err = s.currentPage(r, in)
 	} else {
 		page, err = s.st.Events(r.Context(), store.EventQuery{ProjectID: in.sel.ProjectID, RepositoryID: repo, ThreadID: thread, After: in.after, Limit: in.limit})
 	}
@@ -166,14 +171,19 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 
 	var body []byte
 	if in.media == mediaAtom {
-		f := s.atomFeed(r, page, repo, thread, jsonURL, ls)
-		if newest.After(f.Updated) {
-			f.Updated = newest
+		link := topicRecordLink(base)
+		if in.capability != "" {
+			link = feedRecordLink(base, in.capability)
 		}
-		if newestArchive >= 0 {
-			prev := archiveURL(base, in.sel, newestArchive)
+		f, err := s.atomFeed(r, page, repo, thread, jsonURL, ls, link)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if prevArchive >= 0 {
+			prev := archiveURL(base, in.sel, prevArchive)
 			if in.capability != "" {
-				prev = feedArchiveURL(base, in.capability, newestArchive)
+				prev = feedArchiveURL(base, in.capability, prevArchive)
 			}
 			f.Links = append(f.Links, atom.Link{Rel: "prev-archive", Type: mediaAtom, Href: prev})
 		}
@@ -197,7 +207,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, in eventsRe
 // (the same feed whichever way it was reached); the links are ls's (hub,
 // self, alternate, next); a feed capability's document carries no wake
 // template, whose stream needs a bearer.
-func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, id string, ls linkSet) atom.Feed {
+func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, id string, ls linkSet, link func(store.Record) string) (atom.Feed, error) {
 	f := atom.Feed{
 		ID:      id,
 		Title:   "agent-correspondence " + repo,
@@ -218,20 +228,40 @@ func (s *Server) atomFeed(r *http.Request, page store.EventPage, repo, thread, i
 	if ls.next != "" {
 		f.Links = append(f.Links, atom.Link{Rel: "next", Type: mediaAtom, Href: ls.next})
 	}
-	addEntries(&f, page.Records)
-	return f
+	err := s.addEntries(r.Context(), &f, page.Records, link)
+	return f, err
 }
 
-func addEntries(f *atom.Feed, recs []store.Record) {
+// addEntries appends recs to f as entries: each with its sender's display
+// name (nameCache) and link(rec), the URL of its record page. Errors: a
+// store failure reading a display name.
+func (s *Server) addEntries(ctx context.Context, f *atom.Feed, recs []store.Record, link func(store.Record) string) error {
+	names := s.displayNames()
 	for _, rec := range recs {
 		f.Entries = append(f.Entries, atom.Entry{
 			EventID: rec.EventID, Kind: string(rec.Kind), RepositoryID: rec.RepositoryID, ThreadID: rec.ThreadID,
 			ReceivedAt: rec.ReceivedAt, Record: RecordJSON(rec),
+			Author: names.name(ctx, rec.ProjectID, senderOf(rec)), Link: link(rec),
 		})
 		if rec.ReceivedAt.After(f.Updated) {
 			f.Updated = rec.ReceivedAt
 		}
 	}
+	return names.err
+}
+
+// topicRecordLink links a topic's entries (current document, archives) to
+// their record pages in the web view (atom.RecordPageURL).
+func topicRecordLink(base string) func(store.Record) string {
+	return func(rec store.Record) string {
+		return atom.RecordPageURL(base, rec.ProjectID, rec.RepositoryID, rec.ReceivedSeq)
+	}
+}
+
+// feedRecordLink links a feed capability's entries to their record pages
+// under the capability (handleFeedRecord).
+func feedRecordLink(base, capability string) func(store.Record) string {
+	return func(rec store.Record) string { return feedRecordURL(base, capability, rec.ReceivedSeq) }
 }
 
 // handleArchive: GET /v1/correspondence/archives/{k}.atom (RFC 5005 §4),
@@ -266,6 +296,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	s.serveArchive(w, r, sel, scope, archiveNames{
 		archive: func(k int64) string { return archiveURL(base, sel, k) },
 		current: topicOf(sel, mediaAtom).URL(base),
+		record:  topicRecordLink(base),
 	})
 }
 
@@ -274,6 +305,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 type archiveNames struct {
 	archive func(k int64) string
 	current string
+	record  func(store.Record) string // an entry's record page
 }
 
 // serveArchive ends a read of archive {k} of sel (RFC 5005 §4): the
@@ -331,7 +363,10 @@ func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, sel store.
 		f.Links = append(f.Links, atom.Link{Rel: "next-archive", Type: mediaAtom, Href: names.archive(k + 1)})
 	}
 	f.Title += " (archive " + strconv.FormatInt(k, 10) + ")"
-	addEntries(&f, recs)
+	if err := s.addEntries(r.Context(), &f, recs, names.record); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 
 	h := w.Header()
 	var links []string

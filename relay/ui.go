@@ -598,6 +598,7 @@ type uiEvent struct {
 	Paths                      []string
 	Artifacts                  []uiArtifact
 	JSONURL, APIURL            string
+	PageURL                    string // the record's page (relay/recordpage.go)
 	Lineage                    string
 	Conflict                   bool
 }
@@ -734,6 +735,7 @@ func (u *uiViews) view(ctx context.Context, sess *uiSession, repo string) (*uiVi
 			Lineage:  string(rec.LineageStatus),
 			Conflict: conflicted[rec.EventID] || rec.Kind == correspondence.KindConflictRaise,
 		}
+		e.PageURL = base + "/records/" + strconv.FormatInt(rec.ReceivedSeq, 10) + ".html" + rq
 		if a := ev.Body.Artifact; a != nil {
 			ref := a.Revision
 			if ref == "" {

@@ -104,6 +104,8 @@ provision_shared() {
 
 # --- litewitness (verifiable-log witnessing; scripts/provision_litewitness.sh)
 . scripts/provision_litewitness.sh
+# --- Miniflux (feed reader end to end; scripts/provision_miniflux.sh) -------
+. scripts/provision_miniflux.sh
 
 provision_shared
 provision_postgres
@@ -116,3 +118,4 @@ provision_chromium
 provision_podman
 provision_feedparser
 provision_litewitness
+provision_miniflux

@@ -56,6 +56,8 @@ type Store interface {
 	RemoveSubscription(ctx context.Context, projectID, id string) error
 	SetSubscriptionState(ctx context.Context, projectID, id, state string) error
 	GetToken(ctx context.Context, id string) (store.Token, error)
+	// GetIdentity names an Atom entry's author (its display name).
+	GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error)
 }
 
 // Denier tells a callback that its subscription ended because the token
@@ -267,11 +269,21 @@ type jsonDelivery struct {
 	Page     wire.Page        `json:"page"`
 }
 
-// Render returns a delivery's body and content type: the subscription's
-// topic representation holding entries (ascending received_seq, at least
-// one). The bytes depend only on the subscription's topic and the
-// entries, so a retry of the same batch is the same bytes.
+// Render is RenderNamed without display names: every Atom entry's author
+// is its sender's identity id.
 func Render(publicURL string, sub store.Subscription, entries []store.Record) ([]byte, string, error) {
+	return RenderNamed(publicURL, sub, entries, nil)
+}
+
+// RenderNamed returns a delivery's body and content type: the
+// subscription's topic representation holding entries (ascending
+// received_seq, at least one). An Atom entry is the topic's entry
+// (atom.EntryBytes): its author is names(project_id, identity_id) of its
+// sender ("" or a nil names: the identity id), its link the record's page
+// (atom.RecordPageURL). Display names never change, so the bytes depend
+// only on the subscription's topic and the entries, and a retry of the
+// same batch is the same bytes.
+func RenderNamed(publicURL string, sub store.Subscription, entries []store.Record, names func(projectID, identityID string) string) ([]byte, string, error) {
 	if sub.Format == hub.FormatJSON {
 		page := jsonDelivery{Protocol: correspondence.Protocol, Scope: "project_private", Events: make([]jsontext.Value, 0, len(entries))}
 		for _, r := range entries {
@@ -296,13 +308,29 @@ func Render(publicURL string, sub store.Subscription, entries []store.Record) ([
 		f.Title += " / " + sub.ThreadID
 	}
 	for _, r := range entries {
+		var author string
+		if names != nil {
+			author = names(r.ProjectID, senderOf(r))
+		}
 		f.Entries = append(f.Entries, atom.Entry{EventID: r.EventID, Kind: string(r.Kind), RepositoryID: r.RepositoryID,
-			ThreadID: r.ThreadID, ReceivedAt: r.ReceivedAt, Record: r.ImmutableJSON()})
+			ThreadID: r.ThreadID, ReceivedAt: r.ReceivedAt, Record: r.ImmutableJSON(),
+			Author: author, Link: atom.RecordPageURL(publicURL, r.ProjectID, r.RepositoryID, r.ReceivedSeq)})
 		if r.ReceivedAt.After(f.Updated) {
 			f.Updated = r.ReceivedAt
 		}
 	}
 	return atom.Render(f), ContentTypeAtom, nil
+}
+
+// senderOf is the record's sender identity id ("" if unreadable).
+func senderOf(r store.Record) string {
+	var ev struct {
+		Sender struct {
+			IdentityID string `json:"identity_id"`
+		} `json:"sender"`
+	}
+	_ = json.Unmarshal(r.Event, &ev)
+	return ev.Sender.IdentityID
 }
 
 // bodyKey names a rendered body in the shared couriers.Cache: a body
@@ -326,12 +354,35 @@ type body struct {
 // (topic, batch) while it stays in c.Cache; without a Cache every call
 // renders.
 func (c *Courier) render(ctx context.Context, sub store.Subscription, entries []store.Record) ([]byte, string, error) {
+	renderNamed := func() ([]byte, string, error) {
+		// A display name is fixed for the identity's life (the registry
+		// never renames), so a failed lookup fails the delivery (it is
+		// retried) rather than send an id where a name belongs.
+		cache := map[string]string{}
+		var lookupErr error
+		names := func(projectID, identityID string) string {
+			if n, ok := cache[identityID]; ok || identityID == "" {
+				return n
+			}
+			ident, err := c.Store.GetIdentity(ctx, projectID, identityID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) && lookupErr == nil {
+				lookupErr = err
+			}
+			cache[identityID] = ident.DisplayName
+			return ident.DisplayName
+		}
+		b, ct, err := RenderNamed(c.PublicURL, sub, entries, names)
+		if err == nil {
+			err = lookupErr
+		}
+		return b, ct, err
+	}
 	if c.Cache == nil {
-		return Render(c.PublicURL, sub, entries)
+		return renderNamed()
 	}
 	k := bodyKey{topic: sub.Topic, format: sub.Format, first: entries[0].ReceivedSeq, last: entries[len(entries)-1].ReceivedSeq, n: len(entries)}
 	v, err := c.Cache.Load(ctx, k, nil, func(context.Context) (any, int64, bool, error) {
-		b, contentType, err := Render(c.PublicURL, sub, entries)
+		b, contentType, err := renderNamed()
 		return body{b, contentType}, int64(len(b)), err == nil, err
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -514,4 +515,57 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestAtomDeliveryEntriesAreTheTopics: an Atom delivery's entries are the
+// topic's entries byte for byte (issue 32: titled by the event's words,
+// authored by the sender's display name, linked to the record's page),
+// so a subscriber that also reads the feed sees one entry per record.
+func TestAtomDeliveryEntriesAreTheTopics(t *testing.T) {
+	teststore.Engines(t, func(t *testing.T, open teststore.Open) {
+		w := newWorld(t, open)
+		cb := newCallback(t)
+		topic := w.topic("repo-a", hub.FormatAtom)
+		w.subscribe(cb, topic, "s3cret")
+		var ids []string
+		for range 3 {
+			ids = append(ids, w.post("repo-a"))
+		}
+		entriesOf := func(b []byte) map[string]string {
+			out := map[string]string{}
+			for _, m := range regexp.MustCompile(`(?s)  <entry>\n    <id>([^<]*)</id>.*?</entry>\n`).FindAllSubmatch(b, -1) {
+				out[string(m[1])] = string(m[0])
+			}
+			return out
+		}
+		delivered := map[string]string{}
+		waitFor(t, "three delivered entries", func() bool {
+			for _, d := range cb.deliveries() {
+				for id, e := range entriesOf(d.body) {
+					delivered[id] = e
+				}
+			}
+			return len(delivered) == 3
+		})
+		req, _ := http.NewRequest("GET", topic, nil)
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := entriesOf(body)
+		for i, id := range ids {
+			if got[id] == "" || got[id] != delivered[id] {
+				t.Fatalf("entry %d differs:\ndelivered %s\ntopic     %s", i, delivered[id], got[id])
+			}
+			for _, want := range []string{"<author><name>agent " + w.signer.IdentityID[:8] + "</name></author>",
+				`<link rel="alternate" type="text/html" href="` + w.public + "/ui/projects/" + w.pid + "/records/"} {
+				if !strings.Contains(got[id], want) {
+					t.Fatalf("entry %d lacks %q:\n%s", i, want, got[id])
+				}
+			}
+		}
+	})
 }
