@@ -36,6 +36,23 @@ const RoomVersion = gomatrixserverlib.RoomVersionV10
 // rest. A larger record goes as a reference.
 const MaxContentBytes = 60000
 
+// MaxEncryptedContentBytes bounds a record part's plaintext content in an
+// end-to-end encrypted room: megolm's ciphertext is the base64 of the
+// whole plaintext event ({"type","content","room_id"}) plus padding and
+// MAC, about 4/3 of it, and must fit the same 65,536-byte PDU. Dendrite
+// 0.13.8 refused an encrypted event of 49,023 bytes of content (66,417
+// bytes of event) and took one of 44,000 (issue 31). A larger record goes
+// as a reference.
+const MaxEncryptedContentBytes = 44000
+
+// maxContent is the content bound of a room.
+func maxContent(encrypted bool) int {
+	if encrypted {
+		return MaxEncryptedContentBytes
+	}
+	return MaxContentBytes
+}
+
 // TxnID is the transaction id of one part of a record in a room: the same
 // for every attempt, in every process.
 func TxnID(roomID, eventID, part string) string {
@@ -56,6 +73,11 @@ type Reference struct {
 // recordContent is the content of a record event: the immutable
 // {event, receipt} and the relay's URL, or a reference.
 func recordContent(publicURL string, r store.Record) (json.RawMessage, bool) {
+	return recordContentMax(publicURL, r, MaxContentBytes)
+}
+
+// recordContentMax is recordContent with a content bound of maxBytes.
+func recordContentMax(publicURL string, r store.Record, maxBytes int) (json.RawMessage, bool) {
 	var b bytes.Buffer
 	imm := r.ImmutableJSON()
 	b.Write(imm[:len(imm)-1]) // {"event":…,"receipt":{…}
@@ -63,7 +85,7 @@ func recordContent(publicURL string, r store.Record) (json.RawMessage, bool) {
 	rel, _ := json.Marshal(publicURL)
 	b.Write(rel)
 	b.WriteByte('}')
-	if b.Len() <= MaxContentBytes {
+	if b.Len() <= maxBytes {
 		if _, err := gomatrixserverlib.EnforcedCanonicalJSON(b.Bytes(), RoomVersion); err == nil {
 			return b.Bytes(), true
 		}

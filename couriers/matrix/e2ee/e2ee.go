@@ -1,0 +1,389 @@
+//go:build goolm
+
+package e2ee
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mau.fi/util/dbutil"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+	"maunium.net/go/mautrix/sqlstatestore"
+
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Built reports whether this binary has Matrix encryption (the goolm tag).
+const Built = true
+
+// Options configure Open.
+type Options struct {
+	// Client is the relay's client: its user and access token. Open sets
+	// its DeviceID (whoami: the device the access token belongs to) and
+	// leaves Crypto and StateStore unset (the courier encrypts itself, so
+	// nothing is ever encrypted or sent plaintext behind its back).
+	Client *mautrix.Client
+	// Store is the relay's store (the pickle key and the crypto tables).
+	Store  store.MatrixCrypto
+	Logger *slog.Logger
+}
+
+// Machine is the relay device's olm machine (matrix.Crypto). Open returns
+// it at once; its setup (the crypto tables, the olm account, the device
+// keys' upload) runs in the background, and every method waits for it.
+type Machine struct {
+	cli  *mautrix.Client
+	log  *slog.Logger
+	done chan struct{}
+	err  error // setup's error, read after done
+
+	mach   *crypto.OlmMachine
+	cstore *crypto.SQLCryptoStore
+	ss     *sqlstatestore.SQLStateStore
+	sqldb  interface{ Close() error }
+
+	mu      sync.Mutex
+	members map[id.RoomID]memberSnap // the members each room's outbound session was shared with
+}
+
+type memberSnap struct {
+	users []id.UserID
+	at    time.Time
+}
+
+// memberCheckEvery: how often Encrypt reads a room's joined members
+// again (a change rotates the room's outbound session, so a member who
+// left reads nothing newer and a new one gets a fresh key).
+const memberCheckEvery = 15 * time.Second
+
+var _ matrix.Crypto = (*Machine)(nil)
+
+// Open starts the relay device's olm machine. The setup continues in the
+// background; Err says how it ended. Errors (at once): none but a missing
+// Client or Store.
+func Open(ctx context.Context, opt Options) (matrix.Crypto, error) {
+	if opt.Client == nil || opt.Store == nil {
+		return nil, errors.New("e2ee: Client and Store are required")
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Machine{cli: opt.Client, log: log, done: make(chan struct{}), members: map[id.RoomID]memberSnap{}}
+	go func() {
+		defer close(m.done)
+		m.err = m.setup(context.WithoutCancel(ctx), opt.Store)
+		if m.err != nil {
+			log.Error("matrix encryption: the relay's device did not start; encrypted rooms are refused", "err", m.err)
+			return
+		}
+		log.Info("matrix encryption ready", "device_id", m.cli.DeviceID, "identity_key", m.mach.OwnIdentity().IdentityKey)
+	}()
+	return m, nil
+}
+
+// zlog turns mautrix's zerolog lines (warnings and worse) into slog
+// records: mautrix logs ids and reasons, never keys.
+func zlog(log *slog.Logger) zerolog.Logger {
+	return zerolog.New(slogWriter{log}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+}
+
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	var m map[string]any
+	if json.Unmarshal(bytes.TrimSpace(p), &m) != nil {
+		w.log.Warn("mautrix crypto", "line", string(p))
+		return len(p), nil
+	}
+	msg, _ := m["message"].(string)
+	level := slog.LevelWarn
+	if l, _ := m["level"].(string); l == "error" || l == "fatal" || l == "panic" {
+		level = slog.LevelError
+	}
+	delete(m, "message")
+	delete(m, "level")
+	delete(m, "time")
+	args := make([]any, 0, 2*len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		args = append(args, k, m[k])
+	}
+	w.log.Log(context.Background(), level, "mautrix crypto: "+msg, args...)
+	return len(p), nil
+}
+
+func (m *Machine) setup(ctx context.Context, st store.MatrixCrypto) error {
+	who, err := m.cli.Whoami(ctx)
+	if err != nil {
+		return fmt.Errorf("whoami: %w", err)
+	}
+	if who.DeviceID == "" {
+		return errors.New("the access token has no device (log the bot in with a device, or use application-service login)")
+	}
+	m.cli.UserID, m.cli.DeviceID = who.UserID, who.DeviceID
+	pk, err := st.MatrixCryptoSecret(ctx, store.MatrixPickleKey, func() (string, error) {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		return base64.RawStdEncoding.EncodeToString(b), nil
+	})
+	if err != nil {
+		return err
+	}
+	pickle, err := base64.RawStdEncoding.DecodeString(pk)
+	if err != nil || len(pickle) != 32 {
+		return errors.New("the stored pickle key is not 32 bytes of base64")
+	}
+	sqldb, dialect, err := st.MatrixCryptoDB(ctx)
+	if err != nil {
+		return err
+	}
+	db, err := dbutil.NewWithDB(sqldb, dialect)
+	if err != nil {
+		sqldb.Close()
+		return err
+	}
+	m.sqldb = sqldb
+	zl := zlog(m.log)
+	// One olm account per (user, device): a new access token (a new
+	// device) starts a new account instead of reusing another device's.
+	account := m.cli.UserID.String() + "|" + m.cli.DeviceID.String()
+	m.cstore = crypto.NewSQLCryptoStore(db, dbutil.ZeroLogger(zl), account, m.cli.DeviceID, pickle)
+	if err := m.cstore.DB.Upgrade(ctx); err != nil {
+		return fmt.Errorf("crypto store upgrade: %w", err)
+	}
+	m.ss = sqlstatestore.NewSQLStateStore(db, dbutil.ZeroLogger(zl), false)
+	if err := m.ss.Upgrade(ctx); err != nil {
+		return fmt.Errorf("state store upgrade: %w", err)
+	}
+	m.mach = crypto.NewOlmMachine(m.cli, &zl, m.cstore, m.ss)
+	if err := m.mach.Load(ctx); err != nil {
+		return fmt.Errorf("load olm account: %w", err)
+	}
+	return m.publishKeys(ctx)
+}
+
+// publishKeys uploads the device keys and one-time keys unless the
+// homeserver has this account's keys already (then it checks they match).
+func (m *Machine) publishKeys(ctx context.Context) error {
+	resp, err := m.cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: map[id.UserID]mautrix.DeviceIDList{m.cli.UserID: {m.cli.DeviceID}}})
+	if err != nil {
+		return fmt.Errorf("query own device keys: %w", err)
+	}
+	dev, ok := resp.DeviceKeys[m.cli.UserID][m.cli.DeviceID]
+	shared := m.mach.GetAccount().Shared
+	switch {
+	case !ok || len(dev.Keys) == 0:
+		if shared {
+			return errors.New("the device's keys are gone from the homeserver although they were uploaded: log the bot in again (a new device)")
+		}
+		return m.mach.ShareKeys(ctx, -1)
+	case !shared:
+		return errors.New("the homeserver has keys for this device that this store did not make (the device was used by another client): log the bot in again (a new device)")
+	case dev.Keys.GetEd25519(m.cli.DeviceID) != m.mach.OwnIdentity().SigningKey:
+		return errors.New("the homeserver's signing key for this device differs from the stored one: log the bot in again (a new device)")
+	}
+	return nil
+}
+
+// ready waits for the setup.
+func (m *Machine) ready(ctx context.Context) error {
+	select {
+	case <-m.done:
+		if m.err != nil {
+			return fmt.Errorf("%w: %w", matrix.ErrEncryptionUnavailable, m.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Err waits for the setup and returns its error.
+func (m *Machine) Err(ctx context.Context) error { return m.ready(ctx) }
+
+// encryption makes sure the state store holds room's m.room.encryption
+// content (its rotation settings), reading it from the homeserver once.
+func (m *Machine) encryption(ctx context.Context, room id.RoomID) error {
+	if enc, err := m.ss.GetEncryptionEvent(ctx, room); err == nil && enc != nil {
+		return nil
+	}
+	var c event.EncryptionEventContent
+	if err := m.cli.StateEvent(ctx, room, event.StateEncryption, "", &c); err != nil {
+		return fmt.Errorf("read m.room.encryption: %w", err)
+	}
+	return m.ss.SetEncryptionEvent(ctx, room, &c)
+}
+
+// Encrypt implements matrix.Crypto.
+func (m *Machine) Encrypt(ctx context.Context, room id.RoomID, typ event.Type, content any) (*event.EncryptedEventContent, error) {
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.encryption(ctx, room); err != nil {
+		return nil, err
+	}
+	users, err := m.checkMembers(ctx, room)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := m.mach.EncryptMegolmEvent(ctx, room, typ, content)
+	if crypto.IsShareError(err) {
+		if users == nil {
+			if users, err = m.joined(ctx, room); err != nil {
+				return nil, err
+			}
+		}
+		if err := m.mach.ShareGroupSession(ctx, room, users); err != nil {
+			return nil, fmt.Errorf("share the room key: %w", err)
+		}
+		enc, err = m.mach.EncryptMegolmEvent(ctx, room, typ, content)
+	}
+	return enc, err
+}
+
+// joined reads room's joined members from the homeserver and records
+// them in the state store (device-list changes rotate the sessions of the
+// rooms a user shares with the relay).
+func (m *Machine) joined(ctx context.Context, room id.RoomID) ([]id.UserID, error) {
+	resp, err := m.cli.JoinedMembers(ctx, room)
+	if err != nil {
+		return nil, fmt.Errorf("joined members: %w", err)
+	}
+	users := slices.Sorted(maps.Keys(resp.Joined))
+	for _, u := range users {
+		_ = m.ss.SetMembership(ctx, room, u, event.MembershipJoin)
+	}
+	m.mu.Lock()
+	m.members[room] = memberSnap{users: users, at: time.Now()}
+	m.mu.Unlock()
+	return users, nil
+}
+
+// checkMembers reads room's members again when the last read is older
+// than memberCheckEvery, and drops the room's outbound session when they
+// changed; it returns them when it read them.
+func (m *Machine) checkMembers(ctx context.Context, room id.RoomID) ([]id.UserID, error) {
+	m.mu.Lock()
+	prev, ok := m.members[room]
+	m.mu.Unlock()
+	if ok && time.Since(prev.at) < memberCheckEvery {
+		return nil, nil
+	}
+	users, err := m.joined(ctx, room)
+	if err != nil {
+		return nil, err
+	}
+	if ok && !slices.Equal(prev.users, users) {
+		if err := m.cstore.RemoveOutboundGroupSession(ctx, room); err != nil {
+			return nil, err
+		}
+	}
+	return users, nil
+}
+
+// Decrypt implements matrix.Crypto.
+func (m *Machine) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, error) {
+	if err := m.ready(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", matrix.ErrUndecryptable, err)
+	}
+	if c, ok := ev.Content.Parsed.(*event.EncryptedEventContent); !ok || c.Algorithm != id.AlgorithmMegolmV1 || c.SessionID == "" || len(c.MegolmCiphertext) == 0 {
+		return nil, fmt.Errorf("%w: %s: not a megolm m.room.encrypted content", matrix.ErrUndecryptable, matrix.ReasonMalformed)
+	}
+	dec, err := m.mach.DecryptMegolmEvent(ctx, ev)
+	if err == nil {
+		return dec, nil
+	}
+	reason := matrix.ReasonOther
+	switch {
+	case errors.Is(err, crypto.ErrNoSessionFound), errors.Is(err, crypto.ErrGroupSessionWithheld):
+		reason = matrix.ReasonNoSession
+	case errors.Is(err, crypto.ErrDuplicateMessageIndex):
+		reason = matrix.ReasonReplay
+	case errors.Is(err, crypto.ErrCorruptedMegolmPayload), errors.Is(err, crypto.ErrWrongRoom), errors.Is(err, crypto.ErrIncorrectEncryptedContentType):
+		reason = matrix.ReasonMalformed
+	}
+	return nil, fmt.Errorf("%w: %s: %w", matrix.ErrUndecryptable, reason, err)
+}
+
+// ProcessSync implements matrix.Crypto.
+func (m *Machine) ProcessSync(ctx context.Context, resp *mautrix.RespSync, since string) {
+	if m.ready(ctx) != nil {
+		return
+	}
+	m.mach.ProcessSyncResponse(ctx, resp, since)
+}
+
+// HandleState implements matrix.Crypto.
+func (m *Machine) HandleState(ctx context.Context, ev *event.Event) {
+	if m.ready(ctx) != nil {
+		return
+	}
+	mautrix.UpdateStateStore(ctx, m.ss, ev)
+	if ev.Type == event.StateMember {
+		m.mach.HandleMemberEvent(ctx, ev)
+		m.mu.Lock()
+		delete(m.members, ev.RoomID) // read them again before the next send
+		m.mu.Unlock()
+	}
+}
+
+// RequestKey implements matrix.Crypto.
+func (m *Machine) RequestKey(ctx context.Context, ev *event.Event) {
+	if m.ready(ctx) != nil {
+		return
+	}
+	c, ok := ev.Content.Parsed.(*event.EncryptedEventContent)
+	if !ok {
+		return
+	}
+	dev := c.DeviceID
+	if dev == "" {
+		dev = "*"
+	}
+	if err := m.mach.SendRoomKeyRequest(ctx, ev.RoomID, c.SenderKey, c.SessionID, "", map[id.UserID][]id.DeviceID{
+		ev.Sender: {dev}, m.cli.UserID: {"*"}}); err != nil {
+		m.log.Warn("matrix room key request not sent", "room_id", ev.RoomID, "session_id", c.SessionID, "err", err)
+	}
+}
+
+// Status implements matrix.Crypto.
+func (m *Machine) Status(ctx context.Context) matrix.CryptoStatus {
+	select {
+	case <-m.done:
+	default:
+		return matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Detail: "the relay's device is starting"}
+	}
+	if m.err != nil {
+		return matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Detail: "the relay's device did not start: " + m.err.Error()}
+	}
+	st := matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Ready: true}
+	keys, err := m.mach.GetOwnCrossSigningPublicKeys(ctx)
+	if err == nil && keys != nil {
+		own := m.mach.OwnIdentity()
+		signed, serr := m.cstore.IsKeySignedBy(ctx, m.cli.UserID, own.SigningKey, m.cli.UserID, keys.SelfSigningKey)
+		st.CrossSigned = serr == nil && signed
+	}
+	if st.CrossSigned {
+		st.Detail = "ready; the device is cross-signed by the relay's user"
+	} else {
+		st.Detail = "ready; the device is not cross-signed (clients that exclude unverified devices send it no keys)"
+	}
+	return st
+}

@@ -1,0 +1,27 @@
+//go:build !goolm
+
+package e2ee
+
+import (
+	"context"
+	"log/slog"
+
+	"maunium.net/go/mautrix"
+
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/store"
+)
+
+// Built reports whether this binary has Matrix encryption (the goolm tag).
+const Built = false
+
+// Options configure Open.
+type Options struct {
+	Client     *mautrix.Client
+	Store      store.MatrixCrypto
+	Logger     *slog.Logger
+	DeviceName string
+}
+
+// Open returns ErrNotBuilt: this binary was built without -tags goolm.
+func Open(ctx context.Context, opt Options) (matrix.Crypto, error) { return nil, ErrNotBuilt }
