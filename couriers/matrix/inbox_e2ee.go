@@ -124,7 +124,7 @@ func (in *Inbox) openQueued(ctx context.Context, s store.MatrixSubmission, ev *e
 			body = "could not read " + s.MatrixEventID + ": this relay has no end-to-end encryption"
 		}
 		content := map[string]any{"msgtype": "m.notice", "body": body,
-			"m.relates_to": map[string]any{"m.in_reply_to": map[string]any{"event_id": s.MatrixEventID}},
+			"m.relates_to":   map[string]any{"m.in_reply_to": map[string]any{"event_id": s.MatrixEventID}},
 			KeyUndecryptable: reason}
 		if _, serr := sendTo(ctx, in.Client, in.Crypto, enc, room, event.EventMessage, content, TxnID(s.RoomID, s.MatrixEventID, "undecryptable")); serr != nil {
 			in.logger().Warn("notice of an undecryptable submission not sent", "matrix_event_id", s.MatrixEventID, "err", serr)

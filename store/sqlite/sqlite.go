@@ -68,8 +68,8 @@ const MaxBatchLimit = 16384
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
-	path     string        // the database file (MatrixCryptoDB opens it again)
-	busy     time.Duration // Options.BusyTimeout
+	path     string               // the database file (MatrixCryptoDB opens it again)
+	busy     time.Duration        // Options.BusyTimeout
 	w        *sql.DB              // one connection: the group committer and registry writes
 	stmts    map[string]*sql.Stmt // prepared on w; used by the writer goroutine and checkExternal (under wmu)
 	r        *sql.DB              // query_only pool: reads never wait for the writer
