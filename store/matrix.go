@@ -15,6 +15,9 @@ type MatrixBinding struct {
 	RepositoryID string // "" binds every repository of the project
 	RoomID       string // "!opaque:server"
 	CreatedAt    time.Time
+	// Encrypted is set by the binder when it saw the room is end-to-end
+	// encrypted (m.room.encryption); not stored.
+	Encrypted bool
 }
 
 // Parts of a record in a room: the custom record event and the m.notice

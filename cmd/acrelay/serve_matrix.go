@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
@@ -103,6 +105,44 @@ type matrixServices struct {
 	// inboxJob and syncJob run the inbox and the bot's /sync on one
 	// process of the relay at a time (relay-wide leases).
 	inboxJob, syncJob *lease.Single
+	// crypto is the relay device's encryption (nil: none, encrypted rooms
+	// are refused); undecryptable counts the m.room.encrypted events it
+	// could not read, by reason.
+	crypto        matrix.Crypto
+	undecryptable *prometheus.CounterVec
+}
+
+// openCrypto starts the relay device's encryption in bot mode (its setup
+// continues in the background: start-up never waits for the homeserver).
+// nil, logged, when this binary has none (built without -tags goolm) or
+// in application-service mode: then encrypted rooms are refused, loudly.
+func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Registration, st store.Store, log *slog.Logger) matrix.Crypto {
+	if !e2ee.Built {
+		log.Warn("matrix: this acrelay has no end-to-end encryption (built without -tags goolm): encrypted rooms are refused, never sent plaintext")
+		return nil
+	}
+	if reg != nil {
+		log.Warn("matrix: end-to-end encryption is not available in application-service mode yet: encrypted rooms are refused, never sent plaintext")
+		return nil
+	}
+	mc, ok := st.(store.MatrixCrypto)
+	if !ok {
+		log.Error("matrix: this store cannot keep Matrix crypto state: encrypted rooms are refused")
+		return nil
+	}
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: cli, Store: mc, Logger: log.With("component", "matrix-e2ee")})
+	if err != nil {
+		log.Error("matrix: end-to-end encryption did not start: encrypted rooms are refused", "err", err)
+		return nil
+	}
+	return cr
+}
+
+// registerMetrics registers the Matrix courier's own metrics.
+func (m *matrixServices) registerMetrics(reg prometheus.Registerer) {
+	if m != nil {
+		reg.MustRegister(m.undecryptable)
+	}
 }
 
 // openMatrix builds the Matrix courier, inbox and binder; nil when the
@@ -119,12 +159,20 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		host = u.Host
 	}
 	log := logger.With("courier", matrix.Name)
-	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now()}
+	cr := openCrypto(ctx, cli, reg, st, log)
+	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now(), Crypto: cr}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
-	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,
-		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
+	undecryptable := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acrelay_matrix_undecryptable_total",
+		Help: "m.room.encrypted room events the Matrix courier could not decrypt (each attempt), by reason: no_session, malformed, replayed_index, no_encryption, decrypt_failed."},
+		[]string{"reason"})
+	for _, r := range []string{matrix.ReasonNoSession, matrix.ReasonMalformed, matrix.ReasonReplay, matrix.ReasonNoEncryption, matrix.ReasonOther} {
+		undecryptable.WithLabelValues(r)
+	}
+	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log, crypto: cr, undecryptable: undecryptable,
+		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, Crypto: cr,
+			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cr != nil}}
 	id := base.Identity
 	if id == nil {
 		id = &lease.Identity{ID: base.Holder}

@@ -421,7 +421,7 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		maxAttempts = defaultAttempts
 	}
 	reason := shortError(err)
-	if errors.Is(err, errNotSubmission) || errors.Is(err, errBadEncrypted) {
+	if errors.Is(err, errNotSubmission) || errors.Is(err, errBadEncrypted) || errors.Is(err, errUnreadable) {
 		// Room chat, or an event refused as malformed or replayed: final,
 		// nothing appended, no reply.
 		if gerr := in.Store.GiveUpMatrixSubmission(ctx, s.MatrixEventID, reason); gerr != nil {
@@ -629,6 +629,19 @@ func (in *Inbox) findReply(ctx context.Context, room id.RoomID, mid id.EventID) 
 		from = resp.End
 	}
 	return "", nil
+}
+
+// CreateEncryptedRoom creates a private room for a project the way
+// Element creates one — m.room.encryption (megolm) in its initial state —
+// and invites users. The relay needs its encryption (Crypto) to use it.
+func CreateEncryptedRoom(ctx context.Context, cli *mautrix.Client, name string, invite []id.UserID) (id.RoomID, error) {
+	resp, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Visibility: "private", Name: name,
+		Topic: "agent-correspondence records (acrelay)", Invite: invite, RoomVersion: id.RoomVersion(RoomVersion),
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		return "", fmt.Errorf("create room: %w", err)
+	}
+	return resp.RoomID, nil
 }
 
 // CreateRoom creates a private, unencrypted room for a project and

@@ -112,6 +112,9 @@ func (in *Inbox) openQueued(ctx context.Context, s store.MatrixSubmission, ev *e
 	if reason == ReasonMalformed || reason == ReasonReplay {
 		return nil, fmt.Errorf("%w: %s", errBadEncrypted, reason)
 	}
+	if reason == ReasonNoEncryption || s.Attempts >= undecryptableAttempts {
+		return nil, fmt.Errorf("%w: %s", errUnreadable, reason)
+	}
 	if in.Crypto != nil && reason == ReasonNoSession {
 		in.Crypto.RequestKey(ctx, ev)
 	}
@@ -140,4 +143,12 @@ const KeyUndecryptable = "io.github.acrelay.correspondence.undecryptable"
 var (
 	errNotSubmission = errors.New("decrypted: not a submission")
 	errBadEncrypted  = errors.New("refused m.room.encrypted event")
+	// errUnreadable: this relay cannot decrypt it (no encryption), or its
+	// key never came in undecryptableAttempts attempts (about an hour).
+	errUnreadable = errors.New("m.room.encrypted event never read")
 )
+
+// undecryptableAttempts bounds the attempts to decrypt a queued event
+// (every 30 s at most: about an hour) before it is given up, its reason
+// stored.
+const undecryptableAttempts = 120

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -30,6 +31,15 @@ import (
 
 // Built reports whether this binary has Matrix encryption (the goolm tag).
 const Built = true
+
+// The courier's own event types decrypt to plain JSON objects: known to
+// mautrix's content parser, so that it does not warn of an unsupported
+// type at every decryption.
+func init() {
+	for _, t := range []string{matrix.EventTypeRecord, matrix.EventTypeSubmit} {
+		event.TypeMap[event.Type{Type: t, Class: event.MessageEventType}] = reflect.TypeOf(map[string]any{})
+	}
+}
 
 // Options configure Open.
 type Options struct {
@@ -135,7 +145,10 @@ func (m *Machine) setup(ctx context.Context, st store.MatrixCrypto) error {
 	if who.DeviceID == "" {
 		return errors.New("the access token has no device (log the bot in with a device, or use application-service login)")
 	}
-	m.cli.UserID, m.cli.DeviceID = who.UserID, who.DeviceID
+	if who.UserID != m.cli.UserID {
+		return fmt.Errorf("the access token belongs to %s, not %s", who.UserID, m.cli.UserID)
+	}
+	m.cli.DeviceID = who.DeviceID
 	pk, err := st.MatrixCryptoSecret(ctx, store.MatrixPickleKey, func() (string, error) {
 		b := make([]byte, 32)
 		if _, err := rand.Read(b); err != nil {
