@@ -107,16 +107,18 @@ type matrixServices struct {
 	inboxJob, syncJob *lease.Single
 	// crypto is the relay device's encryption (nil: none, encrypted rooms
 	// are refused); undecryptable counts the m.room.encrypted events it
-	// could not read, by reason.
-	crypto        matrix.Crypto
-	undecryptable *prometheus.CounterVec
+	// could not read, toDeviceRefused the to-device events it dropped,
+	// by reason.
+	crypto          matrix.Crypto
+	undecryptable   *prometheus.CounterVec
+	toDeviceRefused *prometheus.CounterVec
 }
 
 // openCrypto starts the relay device's encryption in bot mode (its setup
 // continues in the background: start-up never waits for the homeserver).
 // nil, logged, when this binary has none (built without -tags goolm) or
 // in application-service mode: then encrypted rooms are refused, loudly.
-func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Registration, st store.Store, log *slog.Logger) matrix.Crypto {
+func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Registration, st store.Store, log *slog.Logger, refused *prometheus.CounterVec) matrix.Crypto {
 	if !e2ee.Built {
 		log.Warn("matrix: this acrelay has no end-to-end encryption (built without -tags goolm): encrypted rooms are refused, never sent plaintext")
 		return nil
@@ -130,7 +132,8 @@ func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Regist
 		log.Error("matrix: this store cannot keep Matrix crypto state: encrypted rooms are refused")
 		return nil
 	}
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: cli, Store: mc, Logger: log.With("component", "matrix-e2ee")})
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: cli, Store: mc, Logger: log.With("component", "matrix-e2ee"),
+		OnRefused: func(reason string, n int) { refused.WithLabelValues(reason).Add(float64(n)) }})
 	if err != nil {
 		log.Error("matrix: end-to-end encryption did not start: encrypted rooms are refused", "err", err)
 		return nil
@@ -141,7 +144,7 @@ func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Regist
 // registerMetrics registers the Matrix courier's own metrics.
 func (m *matrixServices) registerMetrics(reg prometheus.Registerer) {
 	if m != nil {
-		reg.MustRegister(m.undecryptable)
+		reg.MustRegister(m.undecryptable, m.toDeviceRefused)
 	}
 }
 
@@ -159,7 +162,13 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		host = u.Host
 	}
 	log := logger.With("courier", matrix.Name)
-	cr := openCrypto(ctx, cli, reg, st, log)
+	toDeviceRefused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acrelay_matrix_to_device_refused_total",
+		Help: "to-device events refused before the relay device's olm machine saw them, by reason: olm_not_for_this_device, to_device_malformed, to_device_flood."},
+		[]string{"reason"})
+	for _, r := range []string{e2ee.ReasonOlmNotForDevice, e2ee.ReasonToDeviceMalformed, e2ee.ReasonToDeviceFlood} {
+		toDeviceRefused.WithLabelValues(r)
+	}
+	cr := openCrypto(ctx, cli, reg, st, log, toDeviceRefused)
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now(), Crypto: cr}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
@@ -169,7 +178,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	for _, r := range []string{matrix.ReasonNoSession, matrix.ReasonMalformed, matrix.ReasonReplay, matrix.ReasonNoEncryption, matrix.ReasonOther} {
 		undecryptable.WithLabelValues(r)
 	}
-	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log, crypto: cr, undecryptable: undecryptable,
+	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log, crypto: cr, undecryptable: undecryptable, toDeviceRefused: toDeviceRefused,
 		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, Crypto: cr,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cr != nil}}

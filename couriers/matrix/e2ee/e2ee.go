@@ -51,16 +51,21 @@ type Options struct {
 	// Store is the relay's store (the pickle key and the crypto tables).
 	Store  store.MatrixCrypto
 	Logger *slog.Logger
+	// OnRefused, when set, is told the to-device events refused before
+	// the olm machine sees them, by reason (ReasonToDevice*): the relay's
+	// metric.
+	OnRefused func(reason string, n int)
 }
 
 // Machine is the relay device's olm machine (matrix.Crypto). Open returns
 // it at once; its setup (the crypto tables, the olm account, the device
 // keys' upload) runs in the background, and every method waits for it.
 type Machine struct {
-	cli  *mautrix.Client
-	log  *slog.Logger
-	done chan struct{}
-	err  error // setup's error, read after done
+	cli     *mautrix.Client
+	log     *slog.Logger
+	refused func(reason string, n int)
+	done    chan struct{}
+	err     error // setup's error, read after done
 
 	mach   *crypto.OlmMachine
 	cstore *crypto.SQLCryptoStore
@@ -94,7 +99,7 @@ func Open(ctx context.Context, opt Options) (matrix.Crypto, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Machine{cli: opt.Client, log: log, done: make(chan struct{}), members: map[id.RoomID]memberSnap{}}
+	m := &Machine{cli: opt.Client, log: log, refused: opt.OnRefused, done: make(chan struct{}), members: map[id.RoomID]memberSnap{}}
 	go func() {
 		defer close(m.done)
 		m.err = m.setup(context.WithoutCancel(ctx), opt.Store)
@@ -340,7 +345,49 @@ func (m *Machine) ProcessSync(ctx context.Context, resp *mautrix.RespSync, since
 	if m.ready(ctx) != nil {
 		return
 	}
+	m.screen(resp)
 	m.mach.ProcessSyncResponse(ctx, resp, since)
+}
+
+// screen drops the to-device events the olm machine must not see: olm
+// messages for another device, malformed m.room.encrypted ones, and a
+// sender's events beyond MaxToDevicePerSender; each kind is logged once
+// per sync with its count and counted.
+func (m *Machine) screen(resp *mautrix.RespSync) {
+	own := m.mach.OwnIdentity().IdentityKey
+	per := map[id.UserID]int{}
+	refused := map[string]int{}
+	kept := resp.ToDevice.Events[:0]
+	for _, ev := range resp.ToDevice.Events {
+		if ev == nil {
+			continue
+		}
+		per[ev.Sender]++
+		if per[ev.Sender] > MaxToDevicePerSender {
+			refused[ReasonToDeviceFlood]++
+			continue
+		}
+		if ev.Type.Type == event.ToDeviceEncrypted.Type {
+			var c event.EncryptedEventContent
+			if err := json.Unmarshal(ev.Content.VeryRaw, &c); err != nil || c.Algorithm != id.AlgorithmOlmV1 {
+				refused[ReasonToDeviceMalformed]++
+				continue
+			}
+			if _, ok := c.OlmCiphertext[own]; !ok {
+				refused[ReasonOlmNotForDevice]++
+				continue
+			}
+		}
+		kept = append(kept, ev)
+	}
+	resp.ToDevice.Events = kept
+	for _, reason := range slices.Sorted(maps.Keys(refused)) {
+		n := refused[reason]
+		m.log.Warn("matrix to-device events refused", "reason", reason, "count", n)
+		if m.refused != nil {
+			m.refused(reason, n)
+		}
+	}
 }
 
 // HandleState implements matrix.Crypto.

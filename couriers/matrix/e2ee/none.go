@@ -17,10 +17,10 @@ const Built = false
 
 // Options configure Open.
 type Options struct {
-	Client     *mautrix.Client
-	Store      store.MatrixCrypto
-	Logger     *slog.Logger
-	DeviceName string
+	Client    *mautrix.Client
+	Store     store.MatrixCrypto
+	Logger    *slog.Logger
+	OnRefused func(reason string, n int)
 }
 
 // Open returns ErrNotBuilt: this binary was built without -tags goolm.
