@@ -79,6 +79,12 @@ func (in *Inbox) undecryptable(ev *event.Event, err error) {
 		in.OnUndecryptable(reason)
 	}
 	level := "cannot decrypt a room event; it is kept and retried when its key arrives"
+	switch reason {
+	case ReasonMalformed, ReasonReplay:
+		level = "refusing an m.room.encrypted room event: it is stored with its reason and never appended"
+	case ReasonNoEncryption:
+		level = "cannot decrypt a room event: this relay has no end-to-end encryption; it is stored with its reason"
+	}
 	if reason == ReasonNoEncryption {
 		in.errs.error(in.logger(), "noenc:"+ev.RoomID.String(), "an end-to-end encrypted room sends submissions and this relay cannot decrypt them (build acrelay with -tags goolm)",
 			"room_id", ev.RoomID)

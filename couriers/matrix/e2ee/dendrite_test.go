@@ -20,6 +20,7 @@ import (
 
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/crypto/cryptohelper"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -99,7 +100,8 @@ type relayEnv struct {
 
 func (r *relayEnv) start() {
 	r.t.Helper()
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -107,10 +109,10 @@ func (r *relayEnv) start() {
 		r.t.Fatal(err)
 	}
 	r.cr = cr
-	c := &matrix.Courier{Store: r.st, Client: r.cli, PublicURL: "http://relay.test", Host: "hs", Crypto: cr}
+	c := &matrix.Courier{Store: r.st, Client: r.cli, PublicURL: "http://relay.test", Host: "hs", Crypto: cr, Logger: log}
 	r.runner = couriers.NewRunner(r.st, c, couriers.Options{Holder: "relay-" + hex.EncodeToString([]byte(time.Now().String()))[:8], LeaseTTL: 3 * time.Second,
 		Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 20 * time.Second, Batch: 5, Refresh: time.Second})
-	in := &matrix.Inbox{Store: r.st, Ingest: ingest.New(r.st, ingest.Options{}), Client: r.cli, Crypto: cr,
+	in := &matrix.Inbox{Store: r.st, Ingest: ingest.New(r.st, ingest.Options{}), Client: r.cli, Crypto: cr, Logger: log,
 		OnUndecryptable: func(reason string) {
 			v, _ := r.undec.LoadOrStore(reason, new(int))
 			*(v.(*int))++
@@ -156,6 +158,7 @@ type seen struct {
 	notices   []string // event ids carried by the notices
 	replies   map[id.EventID][]matrix.Outcome
 	undecNote map[id.EventID]string // "could not read" notices, by the event they answer
+	trail     []string                // kind, event id and Matrix event id of each part, for failures
 }
 
 func (m *member) read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte) seen {
@@ -254,6 +257,7 @@ func (m *member) read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte)
 		} else {
 			s.notices = append(s.notices, pe.ID)
 		}
+		s.trail = append(s.trail, kind+" "+pe.ID[7:13]+" "+ev.ID.String()[:8])
 	}
 	return s
 }
@@ -273,8 +277,8 @@ func (m *member) waitRoom(t *testing.T, r *relayEnv, room id.RoomID, ids []strin
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the member decrypts %d records, %d notices (%d undecryptable), want exactly these %d once each, in order",
-				len(s.records), len(s.notices), s.undecr, len(ids))
+			t.Fatalf("the member decrypts %d records, %d notices (%d undecryptable), want exactly these %d once each, in order: %v",
+				len(s.records), len(s.notices), s.undecr, len(ids), s.trail)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -407,4 +411,187 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// encryptedRoom: alice creates a room the way Element does and invites
+// the relay's bot, which joins (with r's /sync, or by hand when r is not
+// running); alice's client waits until it sees the bot joined.
+func encryptedRoom(t *testing.T, r *relayEnv, alice *member, joinByHand bool) id.RoomID {
+	t.Helper()
+	resp, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
+		Invite: []id.UserID{r.cli.UserID},
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := resp.RoomID
+	if joinByHand {
+		if _, err := r.cli.JoinRoomByID(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "alice's client saw the relay join", func() bool {
+		return alice.cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
+	})
+	return room
+}
+
+func (r *relayEnv) count(reason string) int {
+	v, ok := r.undec.Load(reason)
+	if !ok {
+		return 0
+	}
+	return *(v.(*int))
+}
+
+// TestUndecryptableSubmissionDendrite: a submission encrypted before the
+// relay's device existed (alice's client shared the room key with no
+// device of the relay) is not lost: it is stored with its reason
+// (no_session), counted, answered in the room with an encrypted notice
+// saying it could not be read, and the relay asks for its key; once
+// alice's client answers the key request, it is decrypted, appended and
+// answered exactly once.
+func TestUndecryptableSubmissionDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	r := newRelay(t, "sqlite")
+	alice := newMember(t, r.hs, "alice")
+	room := encryptedRoom(t, r, alice, true)
+	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true}
+	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
+		t.Fatal(err)
+	}
+	// Alice's client answers no key request until told to (as Element
+	// answers only devices it shared the session with).
+	var allow sync.Mutex
+	allowed := false
+	mach := alice.helper.Machine()
+	deflt := mach.AllowKeyShare
+	mach.AllowKeyShare = func(ctx context.Context, d *id.Device, info event.RequestedKeyInfo) *crypto.KeyShareRejection {
+		allow.Lock()
+		ok := allowed
+		allow.Unlock()
+		if ok && d.UserID == r.cli.UserID {
+			return nil
+		}
+		return deflt(ctx, d, info)
+	}
+	_, raw := r.signer.Event(t, storetest.Spec{Summary: "encrypted before the relay had a device"})
+	sub, err := alice.cli.SendMessageEvent(ctx, room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
+		json.RawMessage(`{"event":`+string(raw)+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	var s seen
+	waitFor(t, 60*time.Second, "the notice that the submission could not be read", func() bool {
+		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
+		return s.undecNote[sub.EventID] != ""
+	})
+	if got := s.undecNote[sub.EventID]; got != matrix.ReasonNoSession {
+		t.Fatalf("notice reason %q, want %q", got, matrix.ReasonNoSession)
+	}
+	if r.count(matrix.ReasonNoSession) == 0 {
+		t.Fatal("the undecryptable submission was not counted")
+	}
+	q, err := r.st.MatrixSubmission(ctx, sub.EventID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Final != "" || !strings.Contains(q.LastError, matrix.ReasonNoSession) {
+		t.Fatalf("stored submission: final %q, last_error %q; want pending with reason %s", q.Final, q.LastError, matrix.ReasonNoSession)
+	}
+	if head, _, _ := r.st.Head(ctx, r.signer.ProjectID); head != 0 {
+		t.Fatalf("head %d before the key arrived", head)
+	}
+
+	allow.Lock()
+	allowed = true
+	allow.Unlock()
+	waitFor(t, 90*time.Second, "the submission decrypted and answered", func() bool {
+		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.replies[sub.EventID]) > 0
+	})
+	time.Sleep(time.Second)
+	s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
+	if got := s.replies[sub.EventID]; len(got) != 1 || !got[0].OK {
+		t.Fatalf("replies %+v, want exactly one accepting it", got)
+	}
+	if s.plaintext != 0 {
+		t.Fatalf("%d plaintext events from the relay", s.plaintext)
+	}
+	alice.waitRoom(t, r, room, []string{s.replies[sub.EventID][0].EventID})
+}
+
+// TestBadEncryptedInputDendrite: a malformed m.room.encrypted event and a
+// replay of a megolm message index (the ciphertext of an accepted
+// submission sent again as a new event) are each counted, logged and
+// given up — never appended, never answered; the relay keeps working.
+func TestBadEncryptedInputDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	r := newRelay(t, "sqlite")
+	r.start()
+	alice := newMember(t, r.hs, "alice")
+	room := encryptedRoom(t, r, alice, false)
+	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true}
+	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
+		t.Fatal(err)
+	}
+	_, raw := r.signer.Event(t, storetest.Spec{Summary: "the genuine one"})
+	content := json.RawMessage(`{"event":` + string(raw) + `}`)
+	submit := event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType}
+	enc, err := alice.helper.Encrypt(ctx, room, submit, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s seen
+	waitFor(t, 60*time.Second, "the genuine submission answered", func() bool {
+		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.replies[genuine.EventID]) > 0
+	})
+	// The same ciphertext (session, message index) as a new event.
+	replay, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	malformed, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, json.RawMessage(
+		`{"algorithm":"m.megolm.v1.aes-sha2","ciphertext":"!!not base64!!","session_id":"`+string(enc.SessionID)+`","sender_key":"x","device_id":"y"}`),
+		mautrix.ReqSendEvent{DontEncrypt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ev     id.EventID
+		reason string
+	}{{replay.EventID, matrix.ReasonReplay}, {malformed.EventID, matrix.ReasonMalformed}} {
+		waitFor(t, 60*time.Second, "the "+c.reason+" event given up", func() bool {
+			q, err := r.st.MatrixSubmission(ctx, c.ev.String())
+			return err == nil && q.Final == store.MatrixSubmissionGaveUp
+		})
+		q, _ := r.st.MatrixSubmission(ctx, c.ev.String())
+		if !strings.Contains(q.LastError, c.reason) {
+			t.Errorf("%s: stored last_error %q, want the reason %s", c.reason, q.LastError, c.reason)
+		}
+		if r.count(c.reason) == 0 {
+			t.Errorf("%s: not counted", c.reason)
+		}
+	}
+	s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
+	if len(s.replies[replay.EventID]) != 0 || len(s.replies[malformed.EventID]) != 0 || len(s.replies[genuine.EventID]) != 1 {
+		t.Fatalf("replies: genuine %d, replay %d, malformed %d; want 1, 0, 0", len(s.replies[genuine.EventID]), len(s.replies[replay.EventID]), len(s.replies[malformed.EventID]))
+	}
+	if head, _, _ := r.st.Head(ctx, r.signer.ProjectID); head != 1 {
+		t.Fatalf("head %d, want 1 (only the genuine submission)", head)
+	}
+	// Still working: a record reaches alice.
+	ids := []string{s.replies[genuine.EventID][0].EventID}
+	ids = append(ids, r.appendN(1, "after the bad input")...)
+	alice.waitRoom(t, r, room, ids)
 }
