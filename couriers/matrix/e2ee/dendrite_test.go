@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -360,6 +361,21 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 	}
 	if !bd.Encrypted {
 		t.Fatal("the binding does not say the room is encrypted")
+	}
+	// What `acrelay matrix doctor` says of it, with and without encryption.
+	if f := matrix.CheckRoomEncryption(ctx, r.cli, room, true); f.Status != matrix.StatusOK || !strings.HasPrefix(f.Detail, "end-to-end encrypted: the relay encrypts") {
+		t.Errorf("doctor, relay with encryption: %+v", f)
+	}
+	if f := matrix.CheckRoomEncryption(ctx, r.cli, room, false); f.Status != matrix.StatusFail {
+		t.Errorf("doctor, relay without encryption: %+v, want fail", f)
+	}
+	if f := matrix.CheckDeviceKeys(ctx, r.cli); f.Status != matrix.StatusWarn || !strings.Contains(f.Detail, "not cross-signed") {
+		t.Errorf("doctor, device keys: %+v, want published but not cross-signed", f)
+	}
+	// A relay that cannot encrypt refuses to bind it.
+	nb := &matrix.Binder{Store: r.st, Client: r.cli}
+	if _, err := nb.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); !errors.Is(err, matrix.ErrEncryptionUnavailable) {
+		t.Errorf("binding without encryption: %v, want ErrEncryptionUnavailable", err)
 	}
 	ids := r.appendN(4, "encrypted")
 	alice.waitRoom(t, r, room, ids)
