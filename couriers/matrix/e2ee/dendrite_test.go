@@ -159,7 +159,7 @@ type seen struct {
 	notices   []string // event ids carried by the notices
 	replies   map[id.EventID][]matrix.Outcome
 	undecNote map[id.EventID]string // "could not read" notices, by the event they answer
-	trail     []string                // kind, event id and Matrix event id of each part, for failures
+	trail     []string              // kind, event id and Matrix event id of each part, for failures
 }
 
 func (m *member) read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte) seen {
@@ -435,7 +435,7 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 func encryptedRoom(t *testing.T, r *relayEnv, alice *member, joinByHand bool) id.RoomID {
 	t.Helper()
 	resp, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
-		Invite: []id.UserID{r.cli.UserID},
+		Invite:       []id.UserID{r.cli.UserID},
 		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
 	if err != nil {
 		t.Fatal(err)
