@@ -285,6 +285,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
+		if mx.RunsRunner() && r == mx.runner {
+			continue // under the lease over the relay's Matrix device (serve_matrix.go)
+		}
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = ws.hub.Run(bg) })

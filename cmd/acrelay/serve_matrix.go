@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,20 +107,22 @@ type matrixServices struct {
 	// inboxJob and syncJob run the inbox and the bot's /sync on one
 	// process of the relay at a time (relay-wide leases).
 	inboxJob, syncJob *lease.Single
-	// crypto is the relay device's encryption (nil: none, encrypted rooms
-	// are refused); undecryptable counts the m.room.encrypted events it
+	// undecryptable counts the m.room.encrypted events it
 	// could not read, toDeviceRefused the to-device events it dropped,
 	// by reason.
-	crypto          matrix.Crypto
+	courier         *matrix.Courier
+	cstore          store.MatrixCrypto // nil: no encryption (see cryptoStore)
+	cryptoJob       *lease.Single      // with cstore: the lease over the relay's Matrix device (underCrypto)
 	undecryptable   *prometheus.CounterVec
 	toDeviceRefused *prometheus.CounterVec
 }
 
-// openCrypto starts the relay device's encryption in bot mode (its setup
-// continues in the background: start-up never waits for the homeserver).
-// nil, logged, when this binary has none (built without -tags goolm) or
-// in application-service mode: then encrypted rooms are refused, loudly.
-func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Registration, st store.Store, log *slog.Logger, refused *prometheus.CounterVec) matrix.Crypto {
+// cryptoStore is the store the relay device's encryption keeps its state
+// in, or nil (logged) when the relay takes no part in encrypted rooms:
+// this binary has no encryption (built without -tags goolm), or runs in
+// application-service mode; then encrypted rooms are refused, loudly,
+// never sent plaintext.
+func cryptoStore(reg *appservice.Registration, st store.Store, log *slog.Logger) store.MatrixCrypto {
 	if !e2ee.Built {
 		log.Warn("matrix: this acrelay has no end-to-end encryption (built without -tags goolm): encrypted rooms are refused, never sent plaintext")
 		return nil
@@ -132,13 +136,33 @@ func openCrypto(ctx context.Context, cli *mautrix.Client, reg *appservice.Regist
 		log.Error("matrix: this store cannot keep Matrix crypto state: encrypted rooms are refused")
 		return nil
 	}
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: cli, Store: mc, Logger: log.With("component", "matrix-e2ee"),
-		OnRefused: func(reason string, n int) { refused.WithLabelValues(reason).Add(float64(n)) }})
+	return mc
+}
+
+// underCrypto runs the whole Matrix courier of a relay with encryption —
+// its olm machine, the runner, the inbox and the bot's /sync — on the one
+// process that holds the relay-wide lease matrix-crypto, until that lease
+// is lost or ctx ends: one Matrix device is never driven by two processes
+// at once (two olm machines on one device would fork its megolm
+// ratchets and one-time keys). Each holder opens the machine afresh from
+// the store; its setup (keys upload) runs in the background.
+func (m *matrixServices) underCrypto(ctx context.Context) error {
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: m.cli, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
+		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) }})
 	if err != nil {
-		log.Error("matrix: end-to-end encryption did not start: encrypted rooms are refused", "err", err)
-		return nil
+		return err
 	}
-	return cr
+	if c, ok := cr.(io.Closer); ok {
+		defer c.Close()
+	}
+	m.log.Info("matrix: this process drives the relay's Matrix device (lease matrix-crypto)")
+	m.courier.Crypto, m.inbox.Crypto = cr, cr
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.runner.Run(ctx) })
+	wg.Go(func() { _ = m.inbox.Run(ctx) })
+	wg.Go(func() { _ = m.inbox.Sync(ctx) })
+	wg.Wait()
+	return nil
 }
 
 // registerMetrics registers the Matrix courier's own metrics.
@@ -168,8 +192,8 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	for _, r := range []string{e2ee.ReasonOlmNotForDevice, e2ee.ReasonToDeviceMalformed, e2ee.ReasonToDeviceFlood} {
 		toDeviceRefused.WithLabelValues(r)
 	}
-	cr := openCrypto(ctx, cli, reg, st, log, toDeviceRefused)
-	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now(), Crypto: cr}
+	cstore := cryptoStore(reg, st, log)
+	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now()}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
 	undecryptable := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acrelay_matrix_undecryptable_total",
@@ -178,16 +202,19 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	for _, r := range []string{matrix.ReasonNoSession, matrix.ReasonMalformed, matrix.ReasonReplay, matrix.ReasonNoEncryption, matrix.ReasonOther} {
 		undecryptable.WithLabelValues(r)
 	}
-	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log, crypto: cr, undecryptable: undecryptable, toDeviceRefused: toDeviceRefused,
-		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, Crypto: cr,
+	m := &matrixServices{runner: runner, courier: courier, reg: reg, cli: cli, log: log, cstore: cstore, undecryptable: undecryptable, toDeviceRefused: toDeviceRefused,
+		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cr != nil}}
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil}}
 	id := base.Identity
 	if id == nil {
 		id = &lease.Identity{ID: base.Holder}
 	}
 	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	if cstore != nil {
+		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: "matrix-crypto", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	}
 	if reg != nil {
 		addr := c.AppserviceAddr
 		if addr == "" {
@@ -205,6 +232,10 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	}
 	return m, nil
 }
+
+// RunsRunner reports whether run runs the runner itself (under the lease
+// over the relay's Matrix device) rather than runServe with the others.
+func (m *matrixServices) RunsRunner() bool { return m != nil && m.cryptoJob != nil }
 
 // Runner is the Matrix courier's runner, nil when the courier is off.
 // runServe puts it in the list of runners it starts, so its Status (lag,
@@ -230,6 +261,10 @@ func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 // long-poll, and the inbox (each on the one process holding its
 // relay-wide lease).
 func (m *matrixServices) run(ctx context.Context) {
+	if m.cryptoJob != nil {
+		m.cryptoJob.RunDo(ctx, m.underCrypto)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -19,12 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
-	"maunium.net/go/mautrix/crypto/cryptohelper"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+	"maunium.net/go/mautrix/sqlstatestore"
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/couriers"
@@ -48,11 +49,13 @@ type relayStore interface {
 }
 
 // member is a room member's client doing encryption as Element does: a
-// mautrix goolm OlmMachine (cryptohelper) on its own SQLite file, its own
-// /sync loop receiving room keys.
+// mautrix goolm OlmMachine on its own SQLite file (modernc, through
+// dbutil), fed by its own /sync loop (room keys, device lists, member
+// changes). (mautrix's cryptohelper is not used: it links a cgo SQLite
+// driver.)
 type member struct {
-	cli    *mautrix.Client
-	helper *cryptohelper.CryptoHelper
+	cli  *mautrix.Client
+	mach *crypto.OlmMachine
 }
 
 func newMember(t *testing.T, hs *dendritetest.Server, localpart string) *member {
@@ -69,19 +72,58 @@ func newMember(t *testing.T, hs *dendritetest.Server, localpart string) *member 
 	}
 	pk := make([]byte, 32)
 	_, _ = rand.Read(pk)
-	h, err := cryptohelper.NewCryptoHelper(cli, pk, db)
-	if err != nil {
+	nop := zerolog.Nop()
+	cs := crypto.NewSQLCryptoStore(db, dbutil.ZeroLogger(nop), "", cli.DeviceID, pk)
+	if err := cs.DB.Upgrade(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Init(ctx); err != nil {
+	ss := sqlstatestore.NewSQLStateStore(db, dbutil.ZeroLogger(nop), false)
+	if err := ss.Upgrade(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cli.Crypto = h
+	cli.StateStore, cli.Store = ss, cs
+	mach := crypto.NewOlmMachine(cli, &nop, cs, ss)
+	if err := mach.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := mach.ShareKeys(ctx, -1); err != nil {
+		t.Fatal(err)
+	}
+	syncer := cli.Syncer.(*mautrix.DefaultSyncer)
+	syncer.OnSync(mach.ProcessSyncResponse)
+	syncer.OnEventType(event.StateMember, mach.HandleMemberEvent)
+	syncer.OnEvent(cli.StateStoreSyncHandler)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = cli.SyncWithContext(sctx) }()
-	t.Cleanup(func() { cancel(); <-done; _ = h.Close() })
-	return &member{cli: cli, helper: h}
+	t.Cleanup(func() { cancel(); <-done; _ = sdb.Close() })
+	return &member{cli: cli, mach: mach}
+}
+
+// encrypt encrypts content for room, sharing the room key with the
+// members' devices first when needed (as Element does before sending).
+func (m *member) encrypt(room id.RoomID, typ event.Type, content any) (*event.EncryptedEventContent, error) {
+	enc, err := m.mach.EncryptMegolmEvent(ctx, room, typ, content)
+	if crypto.IsShareError(err) {
+		users, err := m.cli.StateStore.(*sqlstatestore.SQLStateStore).GetRoomJoinedOrInvitedMembers(ctx, room)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.mach.ShareGroupSession(ctx, room, users); err != nil {
+			return nil, err
+		}
+		return m.mach.EncryptMegolmEvent(ctx, room, typ, content)
+	}
+	return enc, err
+}
+
+// send sends content to room encrypted.
+func (m *member) send(room id.RoomID, typ event.Type, content any) (*mautrix.RespSendEvent, error) {
+	enc, err := m.encrypt(room, typ, content)
+	if err != nil {
+		return nil, err
+	}
+	return m.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
 }
 
 // relayEnv is one relay process in bot mode with encryption: courier
@@ -111,7 +153,7 @@ func (r *relayEnv) start() {
 	}
 	r.cr = cr
 	c := &matrix.Courier{Store: r.st, Client: r.cli, PublicURL: "http://relay.test", Host: "hs", Crypto: cr, Logger: log}
-	r.runner = couriers.NewRunner(r.st, c, couriers.Options{Holder: "relay-" + hex.EncodeToString([]byte(time.Now().String()))[:8], LeaseTTL: 3 * time.Second,
+	r.runner = couriers.NewRunner(r.st, c, couriers.Options{Holder: "relay-" + hex.EncodeToString([]byte(time.Now().String()))[:8], LeaseTTL: 15 * time.Second, // a send may take 3/4 of it: a loaded machine encrypts and sends slowly
 		Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 20 * time.Second, Batch: 5, Refresh: time.Second})
 	in := &matrix.Inbox{Store: r.st, Ingest: ingest.New(r.st, ingest.Options{}), Client: r.cli, Crypto: cr, Logger: log,
 		OnUndecryptable: func(reason string) {
@@ -193,7 +235,7 @@ func (m *member) read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte)
 			s.undecr++
 			continue
 		}
-		dec, err := m.helper.Decrypt(ctx, ev)
+		dec, err := m.mach.DecryptMegolmEvent(ctx, ev)
 		if err != nil {
 			s.undecr++
 			continue
@@ -386,7 +428,7 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 		return alice.cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
 	})
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "submitted encrypted"})
-	sub, err := alice.cli.SendMessageEvent(ctx, room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
+	sub, err := alice.send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
 		json.RawMessage(`{"event":`+string(raw)+`}`))
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +524,7 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 	// answers only devices it shared the session with).
 	var allow sync.Mutex
 	allowed := false
-	mach := alice.helper.Machine()
+	mach := alice.mach
 	deflt := mach.AllowKeyShare
 	mach.AllowKeyShare = func(ctx context.Context, d *id.Device, info event.RequestedKeyInfo) *crypto.KeyShareRejection {
 		allow.Lock()
@@ -494,7 +536,7 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 		return deflt(ctx, d, info)
 	}
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "encrypted before the relay had a device"})
-	sub, err := alice.cli.SendMessageEvent(ctx, room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
+	sub, err := alice.send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
 		json.RawMessage(`{"event":`+string(raw)+`}`))
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +601,7 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "the genuine one"})
 	content := json.RawMessage(`{"event":` + string(raw) + `}`)
 	submit := event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType}
-	enc, err := alice.helper.Encrypt(ctx, room, submit, content)
+	enc, err := alice.encrypt(room, submit, content)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -447,3 +447,13 @@ func (m *Machine) Status(ctx context.Context) matrix.CryptoStatus {
 	}
 	return st
 }
+
+// Close waits for the setup and closes the machine's database handle
+// (the store itself stays open). The machine is not used after.
+func (m *Machine) Close() error {
+	<-m.done
+	if m.sqldb != nil {
+		return m.sqldb.Close()
+	}
+	return nil
+}
