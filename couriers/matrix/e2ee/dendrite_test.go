@@ -4,8 +4,6 @@ package e2ee_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -19,20 +17,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
-	"maunium.net/go/mautrix/sqlstatestore"
 
-	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/matrixtest"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/postgres"
@@ -46,84 +41,6 @@ var ctx = context.Background()
 type relayStore interface {
 	store.Store
 	store.MatrixCrypto
-}
-
-// member is a room member's client doing encryption as Element does: a
-// mautrix goolm OlmMachine on its own SQLite file (modernc, through
-// dbutil), fed by its own /sync loop (room keys, device lists, member
-// changes). (mautrix's cryptohelper is not used: it links a cgo SQLite
-// driver.)
-type member struct {
-	cli  *mautrix.Client
-	mach *crypto.OlmMachine
-}
-
-func newMember(t *testing.T, hs *dendritetest.Server, localpart string) *member {
-	t.Helper()
-	cli := hs.CreateUser(localpart)
-	sdb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "member.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdb.SetMaxOpenConns(1)
-	db, err := dbutil.NewWithDB(sdb, "sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk := make([]byte, 32)
-	_, _ = rand.Read(pk)
-	nop := zerolog.Nop()
-	cs := crypto.NewSQLCryptoStore(db, dbutil.ZeroLogger(nop), "", cli.DeviceID, pk)
-	if err := cs.DB.Upgrade(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ss := sqlstatestore.NewSQLStateStore(db, dbutil.ZeroLogger(nop), false)
-	if err := ss.Upgrade(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cli.StateStore, cli.Store = ss, cs
-	mach := crypto.NewOlmMachine(cli, &nop, cs, ss)
-	if err := mach.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := mach.ShareKeys(ctx, -1); err != nil {
-		t.Fatal(err)
-	}
-	syncer := cli.Syncer.(*mautrix.DefaultSyncer)
-	syncer.OnSync(mach.ProcessSyncResponse)
-	syncer.OnEventType(event.StateMember, mach.HandleMemberEvent)
-	syncer.OnEvent(cli.StateStoreSyncHandler)
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = cli.SyncWithContext(sctx) }()
-	t.Cleanup(func() { cancel(); <-done; _ = sdb.Close() })
-	return &member{cli: cli, mach: mach}
-}
-
-// encrypt encrypts content for room, sharing the room key with the
-// members' devices first when needed (as Element does before sending).
-func (m *member) encrypt(room id.RoomID, typ event.Type, content any) (*event.EncryptedEventContent, error) {
-	enc, err := m.mach.EncryptMegolmEvent(ctx, room, typ, content)
-	if crypto.IsShareError(err) {
-		users, err := m.cli.StateStore.(*sqlstatestore.SQLStateStore).GetRoomJoinedOrInvitedMembers(ctx, room)
-		if err != nil {
-			return nil, err
-		}
-		if err := m.mach.ShareGroupSession(ctx, room, users); err != nil {
-			return nil, err
-		}
-		return m.mach.EncryptMegolmEvent(ctx, room, typ, content)
-	}
-	return enc, err
-}
-
-// send sends content to room encrypted.
-func (m *member) send(room id.RoomID, typ event.Type, content any) (*mautrix.RespSendEvent, error) {
-	enc, err := m.encrypt(room, typ, content)
-	if err != nil {
-		return nil, err
-	}
-	return m.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
 }
 
 // relayEnv is one relay process in bot mode with encryption: courier
@@ -192,141 +109,6 @@ func (r *relayEnv) appendN(n int, summary string) []string {
 	return ids
 }
 
-// seen is what a member reads of the relay's events in a room, each
-// decrypted with the member's own keys.
-type seen struct {
-	plaintext int      // events of the relay that were not m.room.encrypted
-	undecr    int      // m.room.encrypted events of the relay the member cannot decrypt (yet)
-	records   []string // event ids of the record events, oldest first
-	notices   []string // event ids carried by the notices
-	replies   map[id.EventID][]matrix.Outcome
-	undecNote map[id.EventID]string // "could not read" notices, by the event they answer
-	trail     []string              // kind, event id and Matrix event id of each part, for failures
-}
-
-func (m *member) read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte) seen {
-	t.Helper()
-	s := seen{replies: map[id.EventID][]matrix.Outcome{}, undecNote: map[id.EventID]string{}}
-	var evs []*event.Event
-	from := ""
-	for {
-		resp, err := m.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward, nil, 100)
-		if err != nil {
-			t.Logf("messages: %v", err)
-			return seen{undecr: -1}
-		}
-		evs = append(evs, resp.Chunk...)
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
-	}
-	slices.Reverse(evs)
-	for _, ev := range evs {
-		if ev.Sender != relay || ev.StateKey != nil {
-			continue
-		}
-		if ev.Type != event.EventEncrypted {
-			s.plaintext++
-			continue
-		}
-		ev.RoomID = room
-		if err := ev.Content.ParseRaw(ev.Type); err != nil {
-			s.undecr++
-			continue
-		}
-		dec, err := m.mach.DecryptMegolmEvent(ctx, ev)
-		if err != nil {
-			s.undecr++
-			continue
-		}
-		raw := json.RawMessage(dec.Content.VeryRaw)
-		var kind string
-		switch {
-		case dec.Type.Type == matrix.EventTypeRecord:
-			kind = "record"
-		case dec.Type == event.EventMessage:
-			var n map[string]json.RawMessage
-			_ = json.Unmarshal(raw, &n)
-			switch {
-			case n[matrix.KeyRecord] != nil:
-				kind, raw = "notice", n[matrix.KeyRecord]
-			case n[matrix.KeyOutcome] != nil:
-				var o matrix.Outcome
-				_ = json.Unmarshal(n[matrix.KeyOutcome], &o)
-				var rel struct {
-					R struct {
-						I struct {
-							E id.EventID `json:"event_id"`
-						} `json:"m.in_reply_to"`
-					} `json:"m.relates_to"`
-				}
-				_ = json.Unmarshal(dec.Content.VeryRaw, &rel)
-				s.replies[rel.R.I.E] = append(s.replies[rel.R.I.E], o)
-				continue
-			case n[matrix.KeyUndecryptable] != nil:
-				var rel struct {
-					R struct {
-						I struct {
-							E id.EventID `json:"event_id"`
-						} `json:"m.in_reply_to"`
-					} `json:"m.relates_to"`
-				}
-				_ = json.Unmarshal(dec.Content.VeryRaw, &rel)
-				var reason string
-				_ = json.Unmarshal(n[matrix.KeyUndecryptable], &reason)
-				s.undecNote[rel.R.I.E] = reason
-				continue
-			}
-		}
-		if kind == "" {
-			continue
-		}
-		var c struct {
-			Event json.RawMessage `json:"event"`
-		}
-		if err := json.Unmarshal(raw, &c); err != nil {
-			t.Fatalf("record content: %v", err)
-		}
-		pe, err := correspondence.ParseEvent(c.Event)
-		if err != nil {
-			t.Fatalf("record event: %v", err)
-		}
-		if err := pe.Verify(pub); err != nil {
-			t.Fatalf("record event does not verify: %v", err)
-		}
-		if kind == "record" {
-			s.records = append(s.records, pe.ID)
-		} else {
-			s.notices = append(s.notices, pe.ID)
-		}
-		s.trail = append(s.trail, kind+" "+pe.ID[7:13]+" "+ev.ID.String()[:8])
-	}
-	return s
-}
-
-// waitRoom waits until the member decrypts exactly ids as record events
-// and as notices, in order, and the relay sent no plaintext event.
-func (m *member) waitRoom(t *testing.T, r *relayEnv, room id.RoomID, ids []string) seen {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	want := strings.Join(ids, ",")
-	for {
-		s := m.read(t, room, r.cli.UserID, r.signer.Pub)
-		if s.plaintext != 0 {
-			t.Fatalf("the relay sent %d plaintext events into the encrypted room", s.plaintext)
-		}
-		if s.undecr == 0 && strings.Join(s.records, ",") == want && strings.Join(s.notices, ",") == want {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the member decrypts %d records, %d notices (%d undecryptable), want exactly these %d once each, in order: %v",
-				len(s.records), len(s.notices), s.undecr, len(ids), s.trail)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}
-
 // newRelay starts Dendrite, the relay's store (engine: "sqlite" or
 // "postgres") and its bot user; the relay is not started.
 func newRelay(t *testing.T, engine string) *relayEnv {
@@ -384,8 +166,8 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 	}
 	r := newRelay(t, engine)
 	r.start()
-	alice := newMember(t, r.hs, "alice")
-	resp, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
+	alice := matrixtest.NewMember(t, r.hs, "alice")
+	resp, err := alice.Cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
 		Invite:       []id.UserID{r.cli.UserID},
 		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
 	if err != nil {
@@ -420,43 +202,43 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 		t.Errorf("binding without encryption: %v, want ErrEncryptionUnavailable", err)
 	}
 	ids := r.appendN(4, "encrypted")
-	alice.waitRoom(t, r, room, ids)
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
 
 	// An encrypted submission: alice's client encrypts it (its state
 	// store knows the room is encrypted and the relay is joined).
 	waitFor(t, 30*time.Second, "alice's client saw the relay join", func() bool {
-		return alice.cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
+		return alice.Cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
 	})
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "submitted encrypted"})
-	sub, err := alice.send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
+	sub, err := alice.Send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
 		json.RawMessage(`{"event":`+string(raw)+`}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s seen
+	var s matrixtest.Seen
 	waitFor(t, 60*time.Second, "one encrypted reply to the submission", func() bool {
-		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-		return len(s.replies[sub.EventID]) > 0
+		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.Replies[sub.EventID]) > 0
 	})
 	time.Sleep(time.Second) // a second reply would come right after the first
-	s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-	if got := s.replies[sub.EventID]; len(got) != 1 || !got[0].OK || got[0].EventID == "" {
+	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK || got[0].EventID == "" {
 		t.Fatalf("replies to the submission: %+v, want exactly one accepting it", got)
 	}
-	ids = append(ids, s.replies[sub.EventID][0].EventID)
+	ids = append(ids, s.Replies[sub.EventID][0].EventID)
 	if head, _, _ := r.st.Head(ctx, r.signer.ProjectID); head != int64(len(ids)) {
 		t.Fatalf("head %d, want %d", head, len(ids))
 	}
-	alice.waitRoom(t, r, room, ids) // the submission's record too, once
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids) // the submission's record too, once
 
 	// Restart: a new olm machine on the same store; records while down.
 	r.halt()
 	ids = append(ids, r.appendN(3, "while down")...)
 	r.start()
 	ids = append(ids, r.appendN(2, "after restart")...)
-	s = alice.waitRoom(t, r, room, ids)
-	if len(s.replies[sub.EventID]) != 1 {
-		t.Fatalf("%d replies to the submission after the restart, want 1", len(s.replies[sub.EventID]))
+	s = alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
+	if len(s.Replies[sub.EventID]) != 1 {
+		t.Fatalf("%d replies to the submission after the restart, want 1", len(s.Replies[sub.EventID]))
 	}
 }
 
@@ -474,9 +256,9 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 // encryptedRoom: alice creates a room the way Element does and invites
 // the relay's bot, which joins (with r's /sync, or by hand when r is not
 // running); alice's client waits until it sees the bot joined.
-func encryptedRoom(t *testing.T, r *relayEnv, alice *member, joinByHand bool) id.RoomID {
+func encryptedRoom(t *testing.T, r *relayEnv, alice *matrixtest.Member, joinByHand bool) id.RoomID {
 	t.Helper()
-	resp, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
+	resp, err := alice.Cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
 		Invite:       []id.UserID{r.cli.UserID},
 		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
 	if err != nil {
@@ -489,7 +271,7 @@ func encryptedRoom(t *testing.T, r *relayEnv, alice *member, joinByHand bool) id
 		}
 	}
 	waitFor(t, 30*time.Second, "alice's client saw the relay join", func() bool {
-		return alice.cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
+		return alice.Cli.StateStore.IsInRoom(ctx, room, r.cli.UserID)
 	})
 	return room
 }
@@ -514,7 +296,7 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 		t.Skip("runs Dendrite; skipped with -short")
 	}
 	r := newRelay(t, "sqlite")
-	alice := newMember(t, r.hs, "alice")
+	alice := matrixtest.NewMember(t, r.hs, "alice")
 	room := encryptedRoom(t, r, alice, true)
 	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true}
 	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
@@ -524,7 +306,7 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 	// answers only devices it shared the session with).
 	var allow sync.Mutex
 	allowed := false
-	mach := alice.mach
+	mach := alice.Mach
 	deflt := mach.AllowKeyShare
 	mach.AllowKeyShare = func(ctx context.Context, d *id.Device, info event.RequestedKeyInfo) *crypto.KeyShareRejection {
 		allow.Lock()
@@ -536,18 +318,18 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 		return deflt(ctx, d, info)
 	}
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "encrypted before the relay had a device"})
-	sub, err := alice.send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
+	sub, err := alice.Send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType},
 		json.RawMessage(`{"event":`+string(raw)+`}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.start()
-	var s seen
+	var s matrixtest.Seen
 	waitFor(t, 60*time.Second, "the notice that the submission could not be read", func() bool {
-		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-		return s.undecNote[sub.EventID] != ""
+		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+		return s.UndecNote[sub.EventID] != ""
 	})
-	if got := s.undecNote[sub.EventID]; got != matrix.ReasonNoSession {
+	if got := s.UndecNote[sub.EventID]; got != matrix.ReasonNoSession {
 		t.Fatalf("notice reason %q, want %q", got, matrix.ReasonNoSession)
 	}
 	if r.count(matrix.ReasonNoSession) == 0 {
@@ -568,18 +350,18 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 	allowed = true
 	allow.Unlock()
 	waitFor(t, 90*time.Second, "the submission decrypted and answered", func() bool {
-		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-		return len(s.replies[sub.EventID]) > 0
+		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.Replies[sub.EventID]) > 0
 	})
 	time.Sleep(time.Second)
-	s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-	if got := s.replies[sub.EventID]; len(got) != 1 || !got[0].OK {
+	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
 		t.Fatalf("replies %+v, want exactly one accepting it", got)
 	}
-	if s.plaintext != 0 {
-		t.Fatalf("%d plaintext events from the relay", s.plaintext)
+	if s.Plaintext != 0 {
+		t.Fatalf("%d plaintext events from the relay", s.Plaintext)
 	}
-	alice.waitRoom(t, r, room, []string{s.replies[sub.EventID][0].EventID})
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, []string{s.Replies[sub.EventID][0].EventID})
 }
 
 // TestBadEncryptedInputDendrite: a malformed m.room.encrypted event and a
@@ -592,7 +374,7 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 	}
 	r := newRelay(t, "sqlite")
 	r.start()
-	alice := newMember(t, r.hs, "alice")
+	alice := matrixtest.NewMember(t, r.hs, "alice")
 	room := encryptedRoom(t, r, alice, false)
 	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true}
 	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
@@ -601,25 +383,25 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 	_, raw := r.signer.Event(t, storetest.Spec{Summary: "the genuine one"})
 	content := json.RawMessage(`{"event":` + string(raw) + `}`)
 	submit := event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType}
-	enc, err := alice.encrypt(room, submit, content)
+	enc, err := alice.Encrypt(room, submit, content)
 	if err != nil {
 		t.Fatal(err)
 	}
-	genuine, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
+	genuine, err := alice.Cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s seen
+	var s matrixtest.Seen
 	waitFor(t, 60*time.Second, "the genuine submission answered", func() bool {
-		s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-		return len(s.replies[genuine.EventID]) > 0
+		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.Replies[genuine.EventID]) > 0
 	})
 	// The same ciphertext (session, message index) as a new event.
-	replay, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
+	replay, err := alice.Cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	malformed, err := alice.cli.SendMessageEvent(ctx, room, event.EventEncrypted, json.RawMessage(
+	malformed, err := alice.Cli.SendMessageEvent(ctx, room, event.EventEncrypted, json.RawMessage(
 		`{"algorithm":"m.megolm.v1.aes-sha2","ciphertext":"!!not base64!!","session_id":"`+string(enc.SessionID)+`","sender_key":"x","device_id":"y"}`),
 		mautrix.ReqSendEvent{DontEncrypt: true})
 	if err != nil {
@@ -641,15 +423,15 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 			t.Errorf("%s: not counted", c.reason)
 		}
 	}
-	s = alice.read(t, room, r.cli.UserID, r.signer.Pub)
-	if len(s.replies[replay.EventID]) != 0 || len(s.replies[malformed.EventID]) != 0 || len(s.replies[genuine.EventID]) != 1 {
-		t.Fatalf("replies: genuine %d, replay %d, malformed %d; want 1, 0, 0", len(s.replies[genuine.EventID]), len(s.replies[replay.EventID]), len(s.replies[malformed.EventID]))
+	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+	if len(s.Replies[replay.EventID]) != 0 || len(s.Replies[malformed.EventID]) != 0 || len(s.Replies[genuine.EventID]) != 1 {
+		t.Fatalf("replies: genuine %d, replay %d, malformed %d; want 1, 0, 0", len(s.Replies[genuine.EventID]), len(s.Replies[replay.EventID]), len(s.Replies[malformed.EventID]))
 	}
 	if head, _, _ := r.st.Head(ctx, r.signer.ProjectID); head != 1 {
 		t.Fatalf("head %d, want 1 (only the genuine submission)", head)
 	}
 	// Still working: a record reaches alice.
-	ids := []string{s.replies[genuine.EventID][0].EventID}
+	ids := []string{s.Replies[genuine.EventID][0].EventID}
 	ids = append(ids, r.appendN(1, "after the bad input")...)
-	alice.waitRoom(t, r, room, ids)
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
 }
