@@ -121,7 +121,10 @@ type Seen struct {
 	Notices   []string // event ids carried by the notices
 	Replies   map[id.EventID][]matrix.Outcome
 	UndecNote map[id.EventID]string // "could not read" notices, by the event they answer
-	Trail     []string              // kind, event id and Matrix event id of each part, for failures
+	// References are the event ids of the records that came as
+	// references (too large for the room once encrypted).
+	References []string
+	Trail      []string // kind, event id and Matrix event id of each part, for failures
 }
 
 func (m *Member) Read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte) Seen {
@@ -203,24 +206,35 @@ func (m *Member) Read(t *testing.T, room id.RoomID, relay id.UserID, pub []byte)
 			continue
 		}
 		var c struct {
-			Event json.RawMessage `json:"event"`
+			Event     json.RawMessage   `json:"event"`
+			Reference *matrix.Reference `json:"reference"`
 		}
 		if err := json.Unmarshal(raw, &c); err != nil {
 			t.Fatalf("record content: %v", err)
 		}
-		pe, err := correspondence.ParseEvent(c.Event)
-		if err != nil {
-			t.Fatalf("record event: %v", err)
-		}
-		if err := pe.Verify(pub); err != nil {
-			t.Fatalf("record event does not verify: %v", err)
+		var eid string
+		if c.Reference != nil && c.Event == nil {
+			// A record too large for the room: its id and where to read it.
+			eid = c.Reference.EventID
+			if kind == "record" {
+				s.References = append(s.References, eid)
+			}
+		} else {
+			pe, err := correspondence.ParseEvent(c.Event)
+			if err != nil {
+				t.Fatalf("record event: %v", err)
+			}
+			if err := pe.Verify(pub); err != nil {
+				t.Fatalf("record event does not verify: %v", err)
+			}
+			eid = pe.ID
 		}
 		if kind == "record" {
-			s.Records = append(s.Records, pe.ID)
+			s.Records = append(s.Records, eid)
 		} else {
-			s.Notices = append(s.Notices, pe.ID)
+			s.Notices = append(s.Notices, eid)
 		}
-		s.Trail = append(s.Trail, kind+" "+pe.ID[7:13]+" "+ev.ID.String()[:8])
+		s.Trail = append(s.Trail, kind+" "+eid[7:13]+" "+ev.ID.String()[:8])
 	}
 	return s
 }

@@ -435,3 +435,83 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 	ids = append(ids, r.appendN(1, "after the bad input")...)
 	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
 }
+
+// TestEncryptedSizeLimitDendrite measures on Dendrite the largest
+// plaintext content (bytes of JSON) whose megolm m.room.encrypted event
+// the homeserver accepts, and checks that MaxEncryptedContentBytes leaves
+// room under it for the notice (the record plus its one-line summary, at
+// most noticeOverhead bytes more). Larger records go as references
+// (TestMatrixReferenceDendrite's path, with this bound).
+func TestEncryptedSizeLimitDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	r := newRelay(t, "sqlite")
+	r.start()
+	alice := matrixtest.NewMember(t, r.hs, "alice")
+	room := encryptedRoom(t, r, alice, false)
+	// A type as long as the record type, which the member's reader ignores.
+	typ := event.Type{Type: "io.github.acrelay.correspondence.probe0", Class: event.MessageEventType}
+	fits := func(n int) bool {
+		// {"x":"aaa…"} of exactly n bytes
+		content := json.RawMessage(`{"x":"` + strings.Repeat("a", n-8) + `"}`)
+		enc, err := r.cr.Encrypt(ctx, room, typ, content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.cli.SendMessageEvent(ctx, room, event.EventEncrypted, enc, mautrix.ReqSendEvent{DontEncrypt: true})
+		if err == nil {
+			return true
+		}
+		var he mautrix.HTTPError
+		if errors.As(err, &he) && he.Response != nil && he.Response.StatusCode == 413 {
+			return false
+		}
+		t.Fatalf("send of %d bytes: %v", n, err)
+		return false
+	}
+	lo, hi := 30000, 65536 // lo fits, hi does not
+	if !fits(lo) || fits(hi) {
+		t.Fatalf("the bounds of the search are wrong")
+	}
+	for hi-lo > 16 {
+		mid := (lo + hi) / 2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	const noticeOverhead = 800 // the notice's msgtype, body (≤ ~500 bytes) and key around the record
+	t.Logf("Dendrite 0.13.8 takes megolm events of up to %d bytes of plaintext content (refuses %d); MaxEncryptedContentBytes %d + notice %d",
+		lo, hi, matrix.MaxEncryptedContentBytes, noticeOverhead)
+	if matrix.MaxEncryptedContentBytes+noticeOverhead > lo {
+		t.Fatalf("MaxEncryptedContentBytes %d leaves no room for the notice under %d", matrix.MaxEncryptedContentBytes, lo)
+	}
+
+	// Through the courier: a record of about 45 KB (whole in an
+	// unencrypted room) goes as a reference here, between whole records.
+	b := &matrix.Binder{Store: r.st, Client: r.cli, Refresh: r.runner.Refresh, CanEncrypt: true}
+	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
+		t.Fatal(err)
+	}
+	ids := r.appendN(1, "small")
+	var paths []string
+	for i := range 48 {
+		paths = append(paths, fmt.Sprintf("p%02d/%s", i, strings.Repeat("𝔸", 230)))
+	}
+	_, raw := r.signer.Event(t, storetest.Spec{Paths: paths})
+	if len(raw) <= matrix.MaxEncryptedContentBytes || len(raw) >= matrix.MaxContentBytes-2000 {
+		t.Fatalf("event of %d bytes does not test the encrypted bound", len(raw))
+	}
+	res, err := ingest.New(r.st, ingest.Options{}).Append(ctx, r.signer.ProjectID, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.Record.EventID)
+	ids = append(ids, r.appendN(1, "small again")...)
+	s := alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
+	if len(s.References) != 1 || s.References[0] != res.Record.EventID {
+		t.Fatalf("references %v, want exactly the large record %s", s.References, res.Record.EventID)
+	}
+}
