@@ -130,7 +130,7 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 	canEncrypt := e2ee.Built && reg == nil
 	encrypted := false
 	addEnc := func(room string) {
-		if f := matrix.CheckRoomEncryption(ctx, cli, id.RoomID(room), canEncrypt); f.Detail != matrix.DetailUnencrypted {
+		if f := matrix.CheckRoomEncryption(ctx, cli, id.RoomID(room), canEncrypt); f.Detail != matrix.DetailUnencrypted && f.Detail != matrix.DetailEncryptionUnknown {
 			add(f)
 			encrypted = true
 		}

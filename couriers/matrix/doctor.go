@@ -189,8 +189,13 @@ func BoundRooms(ctx context.Context, st interface {
 	return out, nil
 }
 
-// DetailUnencrypted is CheckRoomEncryption's detail for an unencrypted room.
-const DetailUnencrypted = "unencrypted: records and notices go as they are"
+// CheckRoomEncryption's details for an unencrypted room, and for one
+// whose state the relay's user cannot read (not in it: CheckRoomPostable
+// says so).
+const (
+	DetailUnencrypted       = "unencrypted: records and notices go as they are"
+	DetailEncryptionUnknown = "cannot read the room's m.room.encryption: the relay's user is not in the room"
+)
 
 // Checks of end-to-end encryption (issue 31).
 const (
@@ -207,7 +212,7 @@ func CheckRoomEncryption(ctx context.Context, cli *mautrix.Client, room id.RoomI
 	f := Finding{Check: CheckEncryption, Subject: room.String()}
 	enc, err := RoomEncrypted(ctx, cli, room)
 	if err != nil {
-		f.Status, f.Detail = StatusWarn, "cannot read the room's m.room.encryption ("+shortError(err)+")"
+		f.Status, f.Detail = StatusWarn, DetailEncryptionUnknown
 		return f
 	}
 	if !enc {
