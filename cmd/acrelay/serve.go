@@ -232,6 +232,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	if mx != nil {
+		mx.out = out
 		mx.registerMetrics(reg)
 		runners = append(runners, mx.runner)
 		if mx.ln != nil {

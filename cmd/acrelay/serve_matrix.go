@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,11 @@ type matrixConfig struct {
 	AppserviceAddr string
 	UserID         string
 	AccessToken    string // secret: flag, ACRELAY_MATRIX_ACCESS_TOKEN or its _FILE
+	// PasswordFile holds the bot's account password, for the
+	// homeserver's user-interactive auth when the relay first publishes
+	// its cross-signing keys (encrypted rooms); read at start, never
+	// logged.
+	PasswordFile string
 }
 
 func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
@@ -49,6 +56,7 @@ func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
 	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
 	// A secret: applyEnv reads it (or its _FILE), config print redacts it.
 	_ = fs.SetAnnotation("matrix-access-token", secretEnvAnnotation, []string{"ACRELAY_MATRIX_ACCESS_TOKEN"})
+	fs.StringVar(&c.PasswordFile, "matrix-password-file", envOr("ACRELAY_MATRIX_PASSWORD_FILE", ""), "bot mode with encrypted rooms: a file holding the bot's account password, which the homeserver asks for when the relay first cross-signs its device (ACRELAY_MATRIX_PASSWORD_FILE)")
 }
 
 // client returns the courier's Matrix client, the registration in
@@ -112,6 +120,8 @@ type matrixServices struct {
 	// by reason.
 	courier         *matrix.Courier
 	cstore          store.MatrixCrypto // nil: no encryption (see cryptoStore)
+	password        string             // --matrix-password-file's content
+	out             io.Writer          // serve's standard output: the recovery key is printed there once
 	cryptoJob       *lease.Single      // with cstore: the lease over the relay's Matrix device (underCrypto)
 	undecryptable   *prometheus.CounterVec
 	toDeviceRefused *prometheus.CounterVec
@@ -148,7 +158,13 @@ func cryptoStore(reg *appservice.Registration, st store.Store, log *slog.Logger)
 // the store; its setup (keys upload) runs in the background.
 func (m *matrixServices) underCrypto(ctx context.Context) error {
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: m.cli, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
-		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) }})
+		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
+		Password:  m.password,
+		PrintRecoveryKey: func(rk string) {
+			if m.out != nil {
+				fmt.Fprintf(m.out, "matrix cross-signing recovery key (shown once; kept in the database, backed up with it): %s\n", rk)
+			}
+		}})
 	if err != nil {
 		return err
 	}
@@ -214,6 +230,13 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	if cstore != nil {
 		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: "matrix-crypto", Holder: id, TTL: base.LeaseTTL, Logger: log})
+		if c.PasswordFile != "" {
+			b, err := os.ReadFile(c.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("--matrix-password-file: %w", err)
+			}
+			m.password = strings.TrimRight(string(b), "\r\n")
+		}
 	}
 	if reg != nil {
 		addr := c.AppserviceAddr

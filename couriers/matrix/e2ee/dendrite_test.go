@@ -56,12 +56,18 @@ type relayEnv struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 	undec  sync.Map // reason → count
+	// password is the bot's password (cross-signing); printed counts the
+	// recovery keys printed.
+	password string
+	printed  []string
+	pmu      sync.Mutex
 }
 
 func (r *relayEnv) start() {
 	r.t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log})
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log, Password: r.password,
+		PrintRecoveryKey: func(rk string) { r.pmu.Lock(); r.printed = append(r.printed, rk); r.pmu.Unlock() }})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -513,5 +519,61 @@ func TestEncryptedSizeLimitDendrite(t *testing.T) {
 	s := alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
 	if len(s.References) != 1 || s.References[0] != res.Record.EventID {
 		t.Fatalf("references %v, want exactly the large record %s", s.References, res.Record.EventID)
+	}
+}
+
+// TestCrossSignedDeviceDendrite: given the bot's password, the relay
+// cross-signs its device in the background (self_sign): the recovery key
+// is stored and printed once; a restart finds the device signed and
+// prints nothing; a member whose client shares room keys only with
+// cross-signed devices (Element's "exclude unverified devices", MSC4153)
+// still reads the records and gets its submission answered.
+func TestCrossSignedDeviceDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	r := newRelay(t, "sqlite")
+	r.password = "password-relaybot" // dendritetest's
+	r.start()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if !r.cr.(*e2ee.Machine).CrossSigned(wctx) {
+		t.Fatal("the device was not cross-signed")
+	}
+	if f := matrix.CheckDeviceKeys(ctx, r.cli); f.Status != matrix.StatusOK {
+		t.Fatalf("doctor: %+v, want ok (published and cross-signed)", f)
+	}
+	rk, err := r.st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return "", errors.New("none stored") })
+	if err != nil || len(r.printed) != 1 || r.printed[0] != rk || rk == "" {
+		t.Fatalf("recovery key stored %q (%v), printed %d times", rk, err, len(r.printed))
+	}
+	r.halt()
+	r.start()
+	if !r.cr.(*e2ee.Machine).CrossSigned(wctx) || len(r.printed) != 1 {
+		t.Fatalf("after a restart: cross-signed %v, printed %d times (want true, 1)", r.cr.(*e2ee.Machine).CrossSigned(wctx), len(r.printed))
+	}
+
+	alice := matrixtest.NewMember(t, r.hs, "alice")
+	alice.Mach.SendKeysMinTrust = id.TrustStateCrossSignedTOFU
+	alice.Mach.ShareKeysMinTrust = id.TrustStateCrossSignedTOFU
+	room := encryptedRoom(t, r, alice, false)
+	b := &matrix.Binder{Store: r.st, Client: r.cli, Refresh: r.runner.Refresh, CanEncrypt: true}
+	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
+		t.Fatal(err)
+	}
+	ids := r.appendN(2, "to a strict member")
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, ids)
+	_, raw := r.signer.Event(t, storetest.Spec{Summary: "from a strict member"})
+	sub, err := alice.Send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType}, json.RawMessage(`{"event":`+string(raw)+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s matrixtest.Seen
+	waitFor(t, 60*time.Second, "the strict member's submission answered", func() bool {
+		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
+		return len(s.Replies[sub.EventID]) > 0
+	})
+	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
+		t.Fatalf("replies %+v", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -55,6 +56,16 @@ type Options struct {
 	// the olm machine sees them, by reason (ReasonToDevice*): the relay's
 	// metric.
 	OnRefused func(reason string, n int)
+	// Password is the bot's account password, for the homeserver's
+	// user-interactive auth when cross-signing keys are first published
+	// (self_sign); "" skips making them (a device already signed, or
+	// signable with the stored recovery key, is still handled).
+	Password string
+	// PrintRecoveryKey, when set, is given the cross-signing recovery key
+	// once, when it is made (serve prints it like the first start's
+	// tokens); it is also kept in the store (store.MatrixRecoveryKey) and
+	// never logged.
+	PrintRecoveryKey func(recoveryKey string)
 }
 
 // Machine is the relay device's olm machine (matrix.Crypto). Open returns
@@ -64,7 +75,10 @@ type Machine struct {
 	cli     *mautrix.Client
 	log     *slog.Logger
 	refused func(reason string, n int)
+	opt     Options
 	done    chan struct{}
+	signed  chan struct{} // closed when the cross-signing step ended
+	xsigned atomic.Bool   // the device is cross-signed by the user's self-signing key
 	err     error // setup's error, read after done
 
 	mach   *crypto.OlmMachine
@@ -99,17 +113,104 @@ func Open(ctx context.Context, opt Options) (matrix.Crypto, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Machine{cli: opt.Client, log: log, refused: opt.OnRefused, done: make(chan struct{}), members: map[id.RoomID]memberSnap{}}
+	m := &Machine{cli: opt.Client, log: log, refused: opt.OnRefused, opt: opt, done: make(chan struct{}), signed: make(chan struct{}),
+		members: map[id.RoomID]memberSnap{}}
 	go func() {
-		defer close(m.done)
-		m.err = m.setup(context.WithoutCancel(ctx), opt.Store)
+		defer close(m.signed)
+		bg := context.WithoutCancel(ctx)
+		m.err = m.setup(bg, opt.Store)
+		close(m.done)
 		if m.err != nil {
 			log.Error("matrix encryption: the relay's device did not start; encrypted rooms are refused", "err", m.err)
 			return
 		}
 		log.Info("matrix encryption ready", "device_id", m.cli.DeviceID, "identity_key", m.mach.OwnIdentity().IdentityKey)
+		// Cross-signing after the device is usable: it never delays it.
+		log.Info("matrix encryption: cross-signing the relay's device in the background")
+		if err := m.selfSign(bg, opt.Store); err != nil {
+			log.Warn("matrix encryption: the relay's device is not cross-signed: clients that exclude unverified devices send it no room keys", "err", err)
+			return
+		}
+		m.xsigned.Store(true)
+		log.Info("matrix encryption: the relay's device is cross-signed")
 	}()
 	return m, nil
+}
+
+// errNoRecoveryKey: the store has no recovery key (a lookup, never made).
+var errNoRecoveryKey = errors.New("no recovery key stored")
+
+// selfSign cross-signs the relay's device (the mautrix bridges'
+// self_sign): nothing when the homeserver already shows it signed by the
+// user's self-signing key; with the stored recovery key, the
+// cross-signing keys are read back from secret storage (SSSS) and sign
+// the device; with none, new cross-signing keys and a recovery key are
+// made and published (the homeserver asks for the account password:
+// Options.Password), the recovery key stored and printed once. Errors:
+// no password, keys the relay did not make, the homeserver's refusal.
+func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
+	mach := m.mach
+	if signed, hasKeys, err := m.deviceSigned(ctx); err != nil {
+		return err
+	} else if signed {
+		return nil
+	} else if rk, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return "", errNoRecoveryKey }); err == nil {
+		return mach.VerifyWithRecoveryKey(ctx, rk)
+	} else if !errors.Is(err, errNoRecoveryKey) {
+		return err
+	} else if hasKeys {
+		return errors.New("the user has cross-signing keys that this relay did not make and no recovery key is stored: sign the device from a client that holds them")
+	}
+	if m.opt.Password == "" {
+		return errors.New("publishing cross-signing keys needs the bot's account password: give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE)")
+	}
+	rk, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(ctx, m.opt.Password, "")
+	if err != nil {
+		return fmt.Errorf("publish cross-signing keys: %w", err)
+	}
+	if _, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return rk, nil }); err != nil {
+		return fmt.Errorf("store the recovery key: %w", err)
+	}
+	if m.opt.PrintRecoveryKey != nil {
+		m.opt.PrintRecoveryKey(rk)
+	}
+	if err := mach.SignOwnDevice(ctx, mach.OwnIdentity()); err != nil {
+		return fmt.Errorf("sign the device: %w", err)
+	}
+	return mach.SignOwnMasterKey(ctx)
+}
+
+// deviceSigned asks the homeserver whether the relay's device carries a
+// signature of the user's self-signing key, and whether the user has
+// cross-signing keys at all.
+func (m *Machine) deviceSigned(ctx context.Context) (signed, hasKeys bool, err error) {
+	resp, err := m.cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: map[id.UserID]mautrix.DeviceIDList{m.cli.UserID: {m.cli.DeviceID}}})
+	if err != nil {
+		return false, false, fmt.Errorf("query own keys: %w", err)
+	}
+	ssk, ok := resp.SelfSigningKeys[m.cli.UserID]
+	_, master := resp.MasterKeys[m.cli.UserID]
+	if !ok {
+		return false, master, nil
+	}
+	dev := resp.DeviceKeys[m.cli.UserID][m.cli.DeviceID]
+	for kid := range ssk.Keys {
+		if _, s := dev.Signatures[m.cli.UserID][kid]; s {
+			return true, true, nil
+		}
+	}
+	return false, true, nil
+}
+
+// CrossSigned waits for the cross-signing step and reports whether the
+// device is cross-signed.
+func (m *Machine) CrossSigned(ctx context.Context) bool {
+	select {
+	case <-m.signed:
+		return m.xsigned.Load()
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // zlog turns mautrix's zerolog lines (warnings and worse) into slog
@@ -433,13 +534,7 @@ func (m *Machine) Status(ctx context.Context) matrix.CryptoStatus {
 	if m.err != nil {
 		return matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Detail: "the relay's device did not start: " + m.err.Error()}
 	}
-	st := matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Ready: true}
-	keys, err := m.mach.GetOwnCrossSigningPublicKeys(ctx)
-	if err == nil && keys != nil {
-		own := m.mach.OwnIdentity()
-		signed, serr := m.cstore.IsKeySignedBy(ctx, m.cli.UserID, own.SigningKey, m.cli.UserID, keys.SelfSigningKey)
-		st.CrossSigned = serr == nil && signed
-	}
+	st := matrix.CryptoStatus{DeviceID: m.cli.DeviceID.String(), Ready: true, CrossSigned: m.xsigned.Load()}
 	if st.CrossSigned {
 		st.Detail = "ready; the device is cross-signed by the relay's user"
 	} else {

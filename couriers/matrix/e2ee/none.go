@@ -21,6 +21,9 @@ type Options struct {
 	Store     store.MatrixCrypto
 	Logger    *slog.Logger
 	OnRefused func(reason string, n int)
+	// Password and PrintRecoveryKey: see the goolm build.
+	Password         string
+	PrintRecoveryKey func(recoveryKey string)
 }
 
 // Open returns ErrNotBuilt: this binary was built without -tags goolm.
