@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,7 +107,12 @@ func TestServeEncryptedRoomBotSQLite(t *testing.T) {
 	alice := matrixtest.NewMember(t, hs, "alice")
 	const op = "matrix-e2ee-operator-token"
 	margs, env := botRelay(hs, bot, op)
-	args := append([]string{"--data-dir", filepath.Join(t.TempDir(), "data")}, margs...)
+	pw := filepath.Join(t.TempDir(), "bot-password")
+	if err := os.WriteFile(pw, []byte("password-relaybot\n"), 0o600); err != nil { // dendritetest's password
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	args := append([]string{"--data-dir", data, "--matrix-password-file", pw}, margs...)
 	r := startRelay(t, bin, args, env...)
 	p := registerProject(t, r.url, op)
 	room := encryptedRoomFor(t, alice, bot.UserID)
@@ -134,6 +141,22 @@ func TestServeEncryptedRoomBotSQLite(t *testing.T) {
 	ids = append(ids, submitEncrypted(t, alice, room, bot.UserID, p, raw))
 	alice.WaitRoom(t, room, bot.UserID, p.pub(), ids)
 
+	// The doctor, beside the running relay: the room is encrypted and the
+	// relay takes part; its device is published and cross-signed (with
+	// --matrix-password-file, in the background after the start).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := exec.Command(bin, "matrix", "doctor", "--data-dir", data, "--matrix-homeserver", hs.URL, "--matrix-user-id", bot.UserID.String(),
+			"--matrix-access-token", bot.AccessToken).CombinedOutput()
+		if strings.Contains(string(out), "ok    room_encryption  "+room.String()+"  end-to-end encrypted: the relay encrypts") &&
+			strings.Contains(string(out), "device keys published and cross-signed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("matrix doctor:\n%s", out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	status, _, body := httpRaw(t, "GET", r.url+"/metrics", op)
 	if status != 200 || !strings.Contains(body, `acrelay_matrix_undecryptable_total{reason="no_session"} 0`) ||
 		!strings.Contains(body, `acrelay_matrix_to_device_refused_total{reason="olm_not_for_this_device"} 0`) {
