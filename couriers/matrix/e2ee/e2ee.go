@@ -514,6 +514,9 @@ func (m *Machine) RequestKey(ctx context.Context, ev *event.Event) {
 	if !ok {
 		return
 	}
+	// The sender's device, where the (deprecated, still sent) field names
+	// it; every device of the sender otherwise.
+	//lint:ignore SA1019 a key request goes to the device that made the session when it is known
 	dev := c.DeviceID
 	if dev == "" {
 		dev = "*"
