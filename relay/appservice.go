@@ -32,7 +32,7 @@ var (
 	errMatrixRepositoryID  = errRepositoryIDInvalid
 	errMatrixBindingsClear = errf(http.StatusNotFound, "not_found", "no such binding")
 	errMatrixEncryption    = errf(http.StatusUnprocessableEntity, "matrix_encryption_unavailable",
-		"the room is end-to-end encrypted and this relay has no Matrix encryption; nothing would reach it").withHint("build acrelay with -tags goolm and run it in bot mode")
+		"the room is end-to-end encrypted and this relay has no Matrix encryption; nothing would reach it").withHint("build acrelay with -tags goolm")
 )
 
 type matrixBindingJSON struct {

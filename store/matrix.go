@@ -145,6 +145,9 @@ const (
 	MatrixPickleKey = "pickle_key"
 	// MatrixRecoveryKey is the cross-signing recovery key (SSSS).
 	MatrixRecoveryKey = "recovery_key"
+	// MatrixAppserviceDevice is the application-service mode's device:
+	// {"device_id", "access_token"} from m.login.application_service.
+	MatrixAppserviceDevice = "appservice_device"
 )
 
 // MatrixCrypto is where the Matrix courier keeps its end-to-end

@@ -60,7 +60,7 @@ func newMatrixCmd() *cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					// The running relay's device, not this process, encrypts:
 					// this binary only says whether one like it can.
-					b := &matrix.Binder{Store: st, CanEncrypt: e2ee.Built && mc.Registration == ""}
+					b := &matrix.Binder{Store: st, CanEncrypt: e2ee.Built}
 					if create || mc.Homeserver != "" {
 						cli, _, err := mc.client(ctx)
 						if err != nil {
@@ -73,7 +73,7 @@ func newMatrixCmd() *cobra.Command {
 					}
 					bd, err := b.Bind(ctx, projectID, matrix.BindRequest{RepositoryID: repositoryID, RoomID: room, Create: create, Invite: invite, Encrypted: encrypted})
 					if errors.Is(err, matrix.ErrEncryptionUnavailable) {
-						return nil, "", fmt.Errorf("matrix bind: %w (a relay in bot mode built with -tags goolm can)", err)
+						return nil, "", fmt.Errorf("matrix bind: %w (a relay built with -tags goolm can)", err)
 					}
 					if err != nil {
 						return nil, "", notFound(err, "project %s", projectID)
@@ -94,7 +94,7 @@ func newMatrixCmd() *cobra.Command {
 		c.Flags().StringVar(&repositoryID, "repository", "", "bind only this repository (default: every repository)")
 		c.Flags().StringVar(&room, "room", "", "an existing room id (!opaque:server)")
 		c.Flags().BoolVar(&create, "create", false, "create a private room (unencrypted unless --encrypted)")
-		c.Flags().BoolVar(&encrypted, "encrypted", false, "with --create: make the room end-to-end encrypted (m.room.encryption megolm, as Element does; needs a relay in bot mode built with -tags goolm)")
+		c.Flags().BoolVar(&encrypted, "encrypted", false, "with --create: make the room end-to-end encrypted (m.room.encryption megolm, as Element does; needs a relay built with -tags goolm)")
 		c.Flags().StringArrayVar(&invite, "invite", nil, "with --create: invite this Matrix user (repeatable)")
 		root.AddCommand(c)
 	}

@@ -127,7 +127,7 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 	// and in bot mode (its device is the bot's access token's).
 	// Encryption findings are added for encrypted rooms only: the report
 	// of unencrypted rooms is as it always was.
-	canEncrypt := e2ee.Built && reg == nil
+	canEncrypt := e2ee.Built
 	encrypted := false
 	addEnc := func(room string) {
 		if f := matrix.CheckRoomEncryption(ctx, cli, id.RoomID(room), canEncrypt); f.Detail != matrix.DetailUnencrypted && f.Detail != matrix.DetailEncryptionUnknown {
@@ -162,7 +162,7 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 			addEnc(r)
 		}
 	}
-	if encrypted && canEncrypt {
+	if encrypted && canEncrypt && reg == nil {
 		add(matrix.CheckDeviceKeys(ctx, cli))
 	}
 	if len(seen) == 0 {

@@ -129,16 +129,11 @@ type matrixServices struct {
 
 // cryptoStore is the store the relay device's encryption keeps its state
 // in, or nil (logged) when the relay takes no part in encrypted rooms:
-// this binary has no encryption (built without -tags goolm), or runs in
-// application-service mode; then encrypted rooms are refused, loudly,
-// never sent plaintext.
-func cryptoStore(reg *appservice.Registration, st store.Store, log *slog.Logger) store.MatrixCrypto {
+// this binary has no encryption (built without -tags goolm); then
+// encrypted rooms are refused, loudly, never sent plaintext.
+func cryptoStore(st store.Store, log *slog.Logger) store.MatrixCrypto {
 	if !e2ee.Built {
 		log.Warn("matrix: this acrelay has no end-to-end encryption (built without -tags goolm): encrypted rooms are refused, never sent plaintext")
-		return nil
-	}
-	if reg != nil {
-		log.Warn("matrix: end-to-end encryption is not available in application-service mode yet: encrypted rooms are refused, never sent plaintext")
 		return nil
 	}
 	mc, ok := st.(store.MatrixCrypto)
@@ -157,7 +152,17 @@ func cryptoStore(reg *appservice.Registration, st store.Store, log *slog.Logger)
 // ratchets and one-time keys). Each holder opens the machine afresh from
 // the store; its setup (keys upload) runs in the background.
 func (m *matrixServices) underCrypto(ctx context.Context) error {
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: m.cli, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
+	dev := m.cli
+	if m.reg != nil {
+		// Application-service mode: a device of the sender's own, from
+		// m.login.application_service, with its own /sync (SyncDevice).
+		var err error
+		if dev, err = e2ee.AppserviceDevice(ctx, m.cli, m.cstore); err != nil {
+			m.log.Error("matrix: the application service's device could not be made: encrypted rooms get nothing", "err", err)
+			return err
+		}
+	}
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
 		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
 		Password:  m.password,
 		PrintRecoveryKey: func(rk string) {
@@ -176,7 +181,11 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = m.runner.Run(ctx) })
 	wg.Go(func() { _ = m.inbox.Run(ctx) })
-	wg.Go(func() { _ = m.inbox.Sync(ctx) })
+	if m.reg == nil {
+		wg.Go(func() { _ = m.inbox.Sync(ctx) })
+	} else if d, ok := cr.(interface{ SyncDevice(context.Context) error }); ok {
+		wg.Go(func() { _ = d.SyncDevice(ctx) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -208,7 +217,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	for _, r := range []string{e2ee.ReasonOlmNotForDevice, e2ee.ReasonToDeviceMalformed, e2ee.ReasonToDeviceFlood} {
 		toDeviceRefused.WithLabelValues(r)
 	}
-	cstore := cryptoStore(reg, st, log)
+	cstore := cryptoStore(st, log)
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now()}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
@@ -219,7 +228,9 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		undecryptable.WithLabelValues(r)
 	}
 	m := &matrixServices{runner: runner, courier: courier, reg: reg, cli: cli, log: log, cstore: cstore, undecryptable: undecryptable, toDeviceRefused: toDeviceRefused,
-		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log,
+		// Application-service mode: any process takes the pushes; only the
+		// one driving the device decrypts, when answering.
+		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
 		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil}}
 	id := base.Identity
@@ -284,13 +295,17 @@ func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 // long-poll, and the inbox (each on the one process holding its
 // relay-wide lease).
 func (m *matrixServices) run(ctx context.Context) {
-	if m.cryptoJob != nil {
+	if m.cryptoJob != nil && m.reg == nil {
 		m.cryptoJob.RunDo(ctx, m.underCrypto)
 		return
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if m.cryptoJob != nil {
+			m.cryptoJob.RunDo(ctx, m.underCrypto)
+			return
+		}
 		m.inboxJob.RunDo(ctx, func(ctx context.Context) error { return m.inbox.Run(ctx) })
 	}()
 	if m.reg == nil {

@@ -220,7 +220,7 @@ func CheckRoomEncryption(ctx context.Context, cli *mautrix.Client, room id.RoomI
 		return f
 	}
 	if !canEncrypt {
-		f.Status, f.Detail = StatusFail, "end-to-end encrypted, and this relay cannot take part (it needs a build with -tags goolm, in bot mode): "+
+		f.Status, f.Detail = StatusFail, "end-to-end encrypted, and this relay cannot take part (it needs a build with -tags goolm): "+
 			"nothing is sent to the room and its encrypted submissions cannot be read"
 		return f
 	}

@@ -79,6 +79,11 @@ type Inbox struct {
 	// builds); nil: an encrypted submission is kept as undecryptable and
 	// answered with a notice saying so, never lost.
 	Crypto Crypto
+	// DeferDecrypt queues every m.room.encrypted event as it came and
+	// decrypts it only when answering it (application-service mode: any
+	// process takes the homeserver's pushes, only the one driving the
+	// relay's device decrypts).
+	DeferDecrypt bool
 	// OnUndecryptable, when set, is told each time a submission cannot be
 	// decrypted (reason: a short, stable phrase) — the relay's metric.
 	OnUndecryptable func(reason string)
@@ -131,6 +136,13 @@ func (in *Inbox) submissions(ctx context.Context, evs []*event.Event, roomID id.
 		room := ev.RoomID
 		if room == "" {
 			room = roomID
+		}
+		if ev.Type == event.EventEncrypted && in.DeferDecrypt {
+			ev.RoomID = room
+			raw, _ := json.Marshal(ev)
+			out = append(out, store.MatrixSubmission{MatrixEventID: ev.ID.String(), RoomID: room.String(), Sender: ev.Sender.String(),
+				Event: encryptedSubmission(raw)})
+			continue
 		}
 		if ev.Type == event.EventEncrypted {
 			ev.RoomID = room

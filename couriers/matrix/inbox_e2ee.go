@@ -112,8 +112,11 @@ func (in *Inbox) openQueued(ctx context.Context, s store.MatrixSubmission, ev *e
 		return []byte("null"), nil
 	}
 	reason := UndecryptableReason(err)
-	if s.Attempts > 1 && in.OnUndecryptable != nil {
-		in.OnUndecryptable(reason) // the first was counted when it came
+	switch {
+	case in.DeferDecrypt && s.Attempts <= 1:
+		in.undecryptable(ev, err) // first read now: counted, logged once, key asked below
+	case s.Attempts > 1 && in.OnUndecryptable != nil:
+		in.OnUndecryptable(reason) // each retry; the first was counted when it was first read
 	}
 	if reason == ReasonMalformed || reason == ReasonReplay {
 		return nil, fmt.Errorf("%w: %s", errBadEncrypted, reason)

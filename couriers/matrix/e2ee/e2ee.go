@@ -79,7 +79,7 @@ type Machine struct {
 	done    chan struct{}
 	signed  chan struct{} // closed when the cross-signing step ended
 	xsigned atomic.Bool   // the device is cross-signed by the user's self-signing key
-	err     error // setup's error, read after done
+	err     error         // setup's error, read after done
 
 	mach   *crypto.OlmMachine
 	cstore *crypto.SQLCryptoStore
@@ -162,7 +162,7 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		return errors.New("the user has cross-signing keys that this relay did not make and no recovery key is stored: sign the device from a client that holds them")
 	}
 	if m.opt.Password == "" {
-		return errors.New("publishing cross-signing keys needs the bot's account password: give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE)")
+		return errors.New("publishing cross-signing keys needs the account password: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none")
 	}
 	rk, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(ctx, m.opt.Password, "")
 	if err != nil {
@@ -317,6 +317,79 @@ func (m *Machine) publishKeys(ctx context.Context) error {
 		return errors.New("the homeserver has keys for this device that this store did not make (the device was used by another client): log the bot in again (a new device)")
 	case dev.Keys.GetEd25519(m.cli.DeviceID) != m.mach.OwnIdentity().SigningKey:
 		return errors.New("the homeserver's signing key for this device differs from the stored one: log the bot in again (a new device)")
+	}
+	return nil
+}
+
+// AppserviceDevice returns a client of the application service's sender
+// with a device of its own, for the olm machine and its /sync
+// (SyncDevice): made once with m.login.application_service (the as_token
+// of asCli authenticates it; Dendrite 0.13.8 has it, and neither MSC3202
+// nor MSC4190, so the device's to-device traffic comes through a /sync of
+// its own), its device id and access token kept as a secret of the
+// deployment (store.MatrixAppserviceDevice), reused at every start.
+// Errors: the homeserver's refusal of the login, a stored token it no
+// longer accepts.
+func AppserviceDevice(ctx context.Context, asCli *mautrix.Client, st store.MatrixCrypto) (*mautrix.Client, error) {
+	raw, err := st.MatrixCryptoSecret(ctx, store.MatrixAppserviceDevice, func() (string, error) {
+		resp, err := asCli.Login(ctx, &mautrix.ReqLogin{Type: mautrix.AuthTypeAppservice,
+			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: asCli.UserID.String()},
+			InitialDeviceDisplayName: "acrelay"})
+		if err != nil {
+			return "", fmt.Errorf("m.login.application_service: %w", err)
+		}
+		b, _ := json.Marshal(map[string]string{"device_id": resp.DeviceID.String(), "access_token": resp.AccessToken})
+		return string(b), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var d struct {
+		DeviceID    id.DeviceID `json:"device_id"`
+		AccessToken string      `json:"access_token"`
+	}
+	if err := json.Unmarshal([]byte(raw), &d); err != nil || d.AccessToken == "" {
+		return nil, errors.New("the stored application-service device does not parse")
+	}
+	cli, err := matrix.NewClient(asCli.HomeserverURL.String(), asCli.UserID, d.AccessToken)
+	if err != nil {
+		return nil, err
+	}
+	cli.DeviceID = d.DeviceID
+	return cli, nil
+}
+
+// deviceSyncFilter: no room data (the homeserver pushes the rooms'
+// events to the application service); to-device events, device-list
+// changes and one-time-key counts come regardless.
+const deviceSyncFilter = `{"room":{"rooms":[],"account_data":{"types":[]}},"presence":{"types":[]},"account_data":{"types":[]}}`
+
+// SyncDevice long-polls /sync as the machine's device (application-service
+// mode) and hands each answer to the olm machine (ProcessSync), until ctx
+// ends; it backs off (1 s doubling to 30 s) on errors.
+func (m *Machine) SyncDevice(ctx context.Context) error {
+	if err := m.ready(ctx); err != nil {
+		return err
+	}
+	since, failures := "", 0
+	for ctx.Err() == nil {
+		resp, err := m.cli.SyncRequest(ctx, 30000, since, deviceSyncFilter, since == "", event.PresenceOffline)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			failures++
+			wait := min(time.Second<<min(failures-1, 5), 30*time.Second)
+			m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			continue
+		}
+		failures = 0
+		m.ProcessSync(ctx, resp, since)
+		since = resp.NextBatch
 	}
 	return nil
 }

@@ -26,5 +26,10 @@ type Options struct {
 	PrintRecoveryKey func(recoveryKey string)
 }
 
+// AppserviceDevice returns ErrNotBuilt (see the goolm build).
+func AppserviceDevice(ctx context.Context, asCli *mautrix.Client, st store.MatrixCrypto) (*mautrix.Client, error) {
+	return nil, ErrNotBuilt
+}
+
 // Open returns ErrNotBuilt: this binary was built without -tags goolm.
 func Open(ctx context.Context, opt Options) (matrix.Crypto, error) { return nil, ErrNotBuilt }
