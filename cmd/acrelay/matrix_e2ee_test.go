@@ -247,3 +247,72 @@ func httpRaw(t *testing.T, method, url, token string) (int, http.Header, string)
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, res.Header, string(b)
 }
+
+// TestServeEncryptedRoomAppservice: the real binary in application-service
+// mode with encryption: the relay's device comes from
+// m.login.application_service; a member's Element-style encrypted room,
+// bound while the relay is only invited (the courier joins on its first
+// delivery), gets every record encrypted and decryptable exactly once
+// across a SIGKILL and restart, and an encrypted submission pushed by
+// the homeserver is appended and answered once, encrypted.
+func TestServeEncryptedRoomAppservice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary against Dendrite; skipped with -short")
+	}
+	if err := dendritetest.Available(dendritetest.BinDir()); err != nil {
+		t.Skipf("%v (run scripts/provision_dendrite.sh or set ACRELAY_DENDRITE_BIN)", err)
+	}
+	bin := acrelayBinary(t)
+	dir := t.TempDir()
+	asAddr := freeAddr(t)
+	reg, err := exec.Command(bin, "matrix", "registration", "--url", "http://"+asAddr, "--homeserver-name", "acrelay.test").Output()
+	if err != nil {
+		t.Fatalf("matrix registration: %v", err)
+	}
+	regPath := filepath.Join(dir, "acrelay-registration.yaml")
+	if err := os.WriteFile(regPath, reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hs := dendritetest.Start(t, dendritetest.Options{AppserviceYAML: string(reg)})
+	alice := matrixtest.NewMember(t, hs, "alice")
+	asUser := hs.UserID("acrelay")
+	const op = "matrix-e2ee-as-operator-token"
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--matrix-homeserver", hs.URL, "--matrix-registration", regPath}
+	r := startRelay(t, bin, args, "ACRELAY_OPERATOR_TOKEN="+op)
+	p := registerProject(t, r.url, op)
+	resp, err := alice.Cli.CreateRoom(context.Background(), &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted, appservice",
+		Invite:       []id.UserID{asUser},
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := resp.RoomID
+	if status, m := httpJSON(t, "POST", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token, map[string]any{"room_id": room.String()}); status != 201 {
+		t.Fatalf("POST bindings: %d %v", status, m)
+	}
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, p.post(t, r.url, "appservice "+strconv.Itoa(i)))
+	}
+	alice.WaitRoom(t, room, asUser, p.pub(), ids)
+	for i := range 10 {
+		ids = append(ids, p.post(t, r.url, "stream "+strconv.Itoa(i)))
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	_ = r.cmd.Wait()
+	r = startRelay(t, bin, args, "ACRELAY_OPERATOR_TOKEN="+op)
+	for i := range 2 {
+		ids = append(ids, p.post(t, r.url, "after restart "+strconv.Itoa(i)))
+	}
+	alice.WaitRoom(t, room, asUser, p.pub(), ids)
+	deadline := time.Now().Add(30 * time.Second)
+	for !alice.Cli.StateStore.IsInRoom(context.Background(), room, asUser) {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's client never saw the relay join")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, raw := p.signed(t, "submitted encrypted to the appservice")
+	ids = append(ids, submitEncrypted(t, alice, room, asUser, p, raw))
+	alice.WaitRoom(t, room, asUser, p.pub(), ids)
+}
