@@ -200,7 +200,14 @@ func (l *logOnce) first(key string) bool {
 	if l.seen == nil {
 		l.seen = map[string]bool{}
 	}
+	if len(l.seen) >= logOnceKeys {
+		clear(l.seen) // bounded memory: a key may be logged once more
+	}
 	l.seen[key] = true
 	l.mu.Unlock()
 	return first
 }
+
+// logOnceKeys bounds a logOnce's memory (keys are event ids, bindings,
+// rooms).
+const logOnceKeys = 10000
