@@ -76,7 +76,7 @@ const unitPath = "systemd/acrelay.service"
 func buildRelay(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "acrelay")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/acrelay")
+	cmd := exec.Command("go", "build", "-tags", "goolm", "-trimpath", "-o", bin, "./cmd/acrelay")
 	cmd.Dir = repoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -31,6 +31,8 @@ var (
 	errMatrixHomeserver    = errf(http.StatusBadGateway, "matrix_homeserver_failed", "the homeserver did not create the room").withHint("retry later")
 	errMatrixRepositoryID  = errRepositoryIDInvalid
 	errMatrixBindingsClear = errf(http.StatusNotFound, "not_found", "no such binding")
+	errMatrixEncryption    = errf(http.StatusUnprocessableEntity, "matrix_encryption_unavailable",
+		"the room is end-to-end encrypted and this relay has no Matrix encryption; nothing would reach it").withHint("build acrelay with -tags goolm")
 )
 
 type matrixBindingJSON struct {
@@ -39,11 +41,14 @@ type matrixBindingJSON struct {
 	RepositoryID string `json:"repository_id,omitempty"`
 	RoomID       string `json:"room_id"`
 	CreatedAt    string `json:"created_at"`
+	// Encrypted: the room is end-to-end encrypted (said only when it is,
+	// and only when the binding is made).
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 func matrixBindingOut(b store.MatrixBinding) matrixBindingJSON {
 	return matrixBindingJSON{BindingID: b.ID, ProjectID: b.ProjectID, RepositoryID: b.RepositoryID, RoomID: b.RoomID,
-		CreatedAt: correspondence.FormatTimestamp(b.CreatedAt)}
+		CreatedAt: correspondence.FormatTimestamp(b.CreatedAt), Encrypted: b.Encrypted}
 }
 
 // handleMatrixBind: POST /v1/admin/projects/{project_id}/matrix/bindings
@@ -64,12 +69,13 @@ func (s *Server) handleMatrixBind(w http.ResponseWriter, r *http.Request) {
 		Create       bool     `json:"create"`
 		Invite       []string `json:"invite"`
 		RepositoryID string   `json:"repository_id"`
+		Encrypted    bool     `json:"encrypted"`
 	}
 	if err := decodeAdmin(w, r, &in); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	b, err := s.cfg.Matrix.Bind(r.Context(), projectID, matrix.BindRequest{RepositoryID: in.RepositoryID, RoomID: in.RoomID, Create: in.Create, Invite: in.Invite})
+	b, err := s.cfg.Matrix.Bind(r.Context(), projectID, matrix.BindRequest{RepositoryID: in.RepositoryID, RoomID: in.RoomID, Create: in.Create, Invite: in.Invite, Encrypted: in.Encrypted})
 	switch {
 	case errors.Is(err, matrix.ErrRoomIDInvalid):
 		err = errMatrixRoomID
@@ -79,6 +85,9 @@ func (s *Server) handleMatrixBind(w http.ResponseWriter, r *http.Request) {
 		err = errMatrixRoomChoice
 	case errors.Is(err, matrix.ErrRepositoryIDInvalid):
 		err = errMatrixRepositoryID
+	case errors.Is(err, matrix.ErrEncryptionUnavailable):
+		s.log.Error("matrix binding refused: the room is end-to-end encrypted and this relay cannot encrypt", "project_id", projectID)
+		err = errMatrixEncryption
 	case errors.Is(err, matrix.ErrHomeserver):
 		s.log.Warn("matrix room creation failed", "project_id", projectID, "err", err)
 		err = errMatrixHomeserver

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type MatrixBinding struct {
 	RepositoryID string // "" binds every repository of the project
 	RoomID       string // "!opaque:server"
 	CreatedAt    time.Time
+	// Encrypted is set by the binder when it saw the room is end-to-end
+	// encrypted (m.room.encryption); not stored.
+	Encrypted bool
 }
 
 // Parts of a record in a room: the custom record event and the m.notice
@@ -132,4 +136,33 @@ type Matrix interface {
 	// CompleteMatrixSubmission makes a submission final as answered by the
 	// reply replyEventID (MatrixSubmissionReplied). Errors: ErrNotFound.
 	CompleteMatrixSubmission(ctx context.Context, matrixEventID, replyEventID string) error
+}
+
+// Names of the Matrix crypto secrets (MatrixCrypto.MatrixCryptoSecret).
+const (
+	// MatrixPickleKey encrypts the relay device's olm/megolm state at
+	// rest (mautrix's pickle key): 32 random bytes, base64.
+	MatrixPickleKey = "pickle_key"
+	// MatrixRecoveryKey is the cross-signing recovery key (SSSS).
+	MatrixRecoveryKey = "recovery_key"
+	// MatrixAppserviceDevice is the application-service mode's device:
+	// {"device_id", "access_token"} from m.login.application_service.
+	MatrixAppserviceDevice = "appservice_device"
+)
+
+// MatrixCrypto is where the Matrix courier keeps its end-to-end
+// encryption state (issue 31): secrets of the deployment, and a
+// database/sql handle on the relay's own database for mautrix's crypto
+// store (its crypto_* and mx_* tables, created and upgraded by mautrix's
+// dbutil). Both engines implement it; it is not part of Store so that
+// stores that wrap another need not.
+type MatrixCrypto interface {
+	// MatrixCryptoSecret returns the secret name, created once with create
+	// (the first process to store it wins; every process reads the stored
+	// one). It is never logged. Errors: ErrUnavailable, create's error.
+	MatrixCryptoSecret(ctx context.Context, name string, create func() (string, error)) (string, error)
+	// MatrixCryptoDB opens a handle on the relay's own database for
+	// mautrix's dbutil and returns it with its dbutil dialect ("sqlite" or
+	// "pgx"); the caller closes it.
+	MatrixCryptoDB(ctx context.Context) (db *sql.DB, dialect string, err error)
 }

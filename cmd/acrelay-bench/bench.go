@@ -270,7 +270,7 @@ func resolveRelayBin(ctx context.Context, path string) (bin string, cleanup func
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "acrelay")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/acrelay/acrelay/cmd/acrelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "goolm", "-o", bin, "github.com/acrelay/acrelay/cmd/acrelay")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("no --relay-bin, no acrelay beside this binary, and go build ./cmd/acrelay failed (run from the module, or pass --relay-bin): %v\n%s", err, out)

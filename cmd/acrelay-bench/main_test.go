@@ -34,7 +34,7 @@ func benchBinary(t *testing.T) string {
 		}
 		buildOnce.dir = dir
 		for _, b := range []struct{ out, pkg string }{{"acrelay-bench", "."}, {"acrelay", "../acrelay"}} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg).CombinedOutput()
+			out, err := exec.Command("go", "build", "-tags", "goolm", "-o", filepath.Join(dir, b.out), b.pkg).CombinedOutput()
 			if err != nil {
 				buildOnce.err = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
 				return

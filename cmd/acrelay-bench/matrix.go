@@ -61,9 +61,16 @@ type matrixBenchConfig struct {
 	ProfileDir     string
 	ProfileSeconds int
 
+	// Encrypted compares, in bot mode, a room the relay creates
+	// end-to-end encrypted with an unencrypted one, the reader decrypting
+	// (issue 31); needs a goolm build.
+	Encrypted bool
+
 	dendritePprof string // set by runMatrixBench
 	dendritePid   int
 	round         int
+	encryptRoom   bool       // this run's room is created encrypted
+	dec           *decryptor // the reader's encryption (with Encrypted)
 }
 
 type matrixResult struct {
@@ -105,6 +112,7 @@ func newMatrixBenchCmd() *cobra.Command {
 	f.IntVar(&c.Rounds, "rounds", 1, "repeat every run this many times, interleaved (per mode: courier, bound)")
 	f.StringVar(&c.ProfileDir, "profile-dir", "", "save CPU profiles of the relay (--pprof-addr) and of Dendrite (PPROFLISTEN) from each throughput phase's start: relay-<mode>-r<round>.prof, dendrite-<mode>[-bound]-r<round>.prof")
 	f.IntVar(&c.ProfileSeconds, "profile-seconds", 10, "length of each CPU profile (keep it under the throughput phase)")
+	f.BoolVar(&c.Encrypted, "encrypted", false, "bot mode: an end-to-end encrypted room against an unencrypted one in the same run, the reader decrypting (records/s, POST→decrypted-at-member latency; needs -tags goolm)")
 	return cmd
 }
 
@@ -187,6 +195,9 @@ func runMatrixBench(ctx context.Context, c matrixBenchConfig, out io.Writer) err
 		return err
 	}
 
+	if c.Encrypted {
+		return runEncryptedBench(ctx, c, bin, hs, reader, dir, out)
+	}
 	show := func(r matrixResult) {
 		if c.JSON {
 			b, _ := json.Marshal(r)
@@ -392,12 +403,15 @@ type watcher struct {
 	wake chan struct{}
 }
 
-func watch(ctx context.Context, cli *mautrix.Client, room id.RoomID) (*watcher, error) {
+func watch(ctx context.Context, cli *mautrix.Client, room id.RoomID, dec *decryptor) (*watcher, error) {
 	w := &watcher{seen: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	// Start from now: an initial sync gives the position.
 	resp, err := cli.SyncRequest(ctx, 0, "", "", false, event.PresenceOffline)
 	if err != nil {
 		return nil, err
+	}
+	if dec != nil {
+		dec.process(ctx, resp, "")
 	}
 	since := resp.NextBatch
 	go func() {
@@ -410,6 +424,9 @@ func watch(ctx context.Context, cli *mautrix.Client, room id.RoomID) (*watcher, 
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
+			if dec != nil {
+				dec.process(ctx, resp, since) // the room keys first
+			}
 			since = resp.NextBatch
 			jr := resp.Rooms.Join[room]
 			if jr == nil {
@@ -417,6 +434,14 @@ func watch(ctx context.Context, cli *mautrix.Client, room id.RoomID) (*watcher, 
 			}
 			w.mu.Lock()
 			for _, ev := range jr.Timeline.Events {
+				if ev.Type == event.EventEncrypted && dec != nil {
+					ev.RoomID = room
+					d, err := dec.decrypt(ctx, ev)
+					if err != nil {
+						continue // a key that did not come: the record is never seen, and wait says so
+					}
+					ev = d
+				}
 				if ev.Type.Type != matrix.EventTypeRecord {
 					continue
 				}
@@ -533,7 +558,7 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 	s.key = m["signing_key_id"].(string)
 	var w *watcher
 	if args != nil {
-		m, err = benchAdmin(client, r.url, token, "/v1/admin/projects/"+s.project+"/matrix/bindings", map[string]any{"create": true, "invite": []string{reader.UserID.String()}})
+		m, err = benchAdmin(client, r.url, token, "/v1/admin/projects/"+s.project+"/matrix/bindings", map[string]any{"create": true, "encrypted": c.encryptRoom, "invite": []string{reader.UserID.String()}})
 		if err != nil {
 			return matrixPair{}, err
 		}
@@ -543,7 +568,7 @@ func matrixRelayRun(ctx context.Context, c matrixBenchConfig, bin string, args, 
 		}
 		wctx, stop := context.WithCancel(ctx) // the watcher ends with the run
 		defer stop()
-		if w, err = watch(wctx, reader, room); err != nil {
+		if w, err = watch(wctx, reader, room, c.dec); err != nil {
 			return matrixPair{}, err
 		}
 	}
@@ -721,7 +746,7 @@ func matrixBound(ctx context.Context, c matrixBenchConfig, cli, reader *mautrix.
 	}
 	wctx, stop := context.WithCancel(ctx) // the watcher ends with the run
 	defer stop()
-	w, err := watch(wctx, reader, room)
+	w, err := watch(wctx, reader, room, nil)
 	if err != nil {
 		return matrixPair{}, err
 	}
@@ -838,4 +863,73 @@ func startMatrixRelay(ctx context.Context, bin string, args, env []string) (*ben
 			return nil, fmt.Errorf("relay did not become healthy in 30s")
 		}
 	}
+}
+
+// runEncryptedBench (--encrypted) compares, in bot mode, an end-to-end
+// encrypted room with an unencrypted one: per round one relay run of
+// each, in alternating order, each with a fresh login of the bot (each
+// run's relay has a new database, so its Matrix device is new too), the
+// reader decrypting what it reads. Records/s from the first POST to the
+// last record the reader has decrypted (or read), and POST→read latency
+// of the paced phase; then the ratios encrypted / unencrypted.
+func runEncryptedBench(ctx context.Context, c matrixBenchConfig, bin string, hs *dendritetest.Server, reader *mautrix.Client, dir string, out io.Writer) error {
+	dec, err := newDecryptor(ctx, reader, dir)
+	if err != nil {
+		return err
+	}
+	defer dec.close()
+	c.dec = dec
+	tput, vis := map[bool][]float64{}, map[bool][]float64{}
+	for round := 1; round <= c.Rounds; round++ {
+		c.round = round
+		for i := range 2 {
+			enc := (i == 0) == (round%2 == 0) // odd rounds: unencrypted first
+			bot, err := hs.NewUser(ctx, "bot")
+			if err != nil {
+				return err
+			}
+			cli, err := matrix.NewClient(hs.URL, bot.UserID, bot.AccessToken)
+			if err != nil {
+				return err
+			}
+			c.encryptRoom = enc
+			label := "bot, unencrypted room"
+			if enc {
+				label = "bot, encrypted room"
+			}
+			p, err := matrixRelayRun(ctx, c, bin, []string{"--matrix-homeserver", hs.URL, "--matrix-user-id", bot.UserID.String()},
+				[]string{"ACRELAY_MATRIX_ACCESS_TOKEN=" + bot.AccessToken}, cli, reader, label)
+			if err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			for _, r := range p.split() {
+				if c.JSON {
+					b, _ := json.Marshal(r)
+					fmt.Fprintln(out, string(b))
+					continue
+				}
+				fmt.Fprintf(out, "%-44s %5d records  %7.1f records/s  read p50 %6.1f ms p99 %6.1f ms  POST p50 %5.2f ms p99 %5.2f ms  failed %d\n",
+					r.Label, r.Records, r.RecordsPerSec, r.VisibleP50, r.VisibleP99, r.PostP50, r.PostP99, r.Failed)
+			}
+			tput[enc] = append(tput[enc], p.tput.RecordsPerSec)
+			vis[enc] = append(vis[enc], p.lat.VisibleP50)
+		}
+	}
+	median := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	line := map[string]any{"summary": "encrypted / unencrypted room (bot mode)", "rounds": c.Rounds,
+		"records_per_second_unencrypted": median(tput[false]), "records_per_second_encrypted": median(tput[true]),
+		"throughput_ratio":        float64(int(median(tput[true])/median(tput[false])*1000)) / 1000,
+		"read_p50_ms_unencrypted": median(vis[false]), "read_p50_ms_encrypted": median(vis[true])}
+	if c.JSON {
+		b, _ := json.Marshal(line)
+		fmt.Fprintln(out, string(b))
+		return nil
+	}
+	fmt.Fprintf(out, "encrypted / unencrypted room over %d rounds (medians): %.1f / %.1f records/s = %.2f; POST→read p50 %.1f / %.1f ms (paced %g/s)\n",
+		c.Rounds, median(tput[true]), median(tput[false]), median(tput[true])/median(tput[false]), median(vis[true]), median(vis[false]), c.Rate)
+	return nil
 }

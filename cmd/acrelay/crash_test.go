@@ -55,7 +55,7 @@ func acrelayBinary(t testing.TB) string {
 			return
 		}
 		buildOnce.path = filepath.Join(dir, "acrelay")
-		out, err := exec.Command("go", "build", "-o", buildOnce.path, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "goolm", "-o", buildOnce.path, ".").CombinedOutput()
 		if err != nil {
 			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

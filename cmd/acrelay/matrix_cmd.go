@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/appservice"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -49,7 +50,7 @@ func newMatrixCmd() *cobra.Command {
 		var l localCmd
 		var mc matrixConfig
 		var projectID, repositoryID, room string
-		var create bool
+		var create, encrypted bool
 		var invite []string
 		c := &cobra.Command{
 			Use: "bind", Short: "Bind a project (or one repository) to a Matrix room in the local store", Args: cobra.NoArgs,
@@ -57,23 +58,33 @@ func newMatrixCmd() *cobra.Command {
 				"  acrelay matrix bind --project P --create --invite '@alice:example.org' --matrix-homeserver http://127.0.0.1:8008 --matrix-registration reg.yaml",
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
-					b := &matrix.Binder{Store: st}
-					if create {
+					// The running relay's device, not this process, encrypts:
+					// this binary only says whether one like it can.
+					b := &matrix.Binder{Store: st, CanEncrypt: e2ee.Built}
+					if create || mc.Homeserver != "" {
 						cli, _, err := mc.client(ctx)
 						if err != nil {
 							return nil, "", err
 						}
-						if cli == nil {
+						if cli == nil && create {
 							return nil, "", errors.New("--create needs --matrix-homeserver and credentials")
 						}
 						b.Client = cli
 					}
-					bd, err := b.Bind(ctx, projectID, matrix.BindRequest{RepositoryID: repositoryID, RoomID: room, Create: create, Invite: invite})
+					bd, err := b.Bind(ctx, projectID, matrix.BindRequest{RepositoryID: repositoryID, RoomID: room, Create: create, Invite: invite, Encrypted: encrypted})
+					if errors.Is(err, matrix.ErrEncryptionUnavailable) {
+						return nil, "", fmt.Errorf("matrix bind: %w (a relay built with -tags goolm can)", err)
+					}
 					if err != nil {
 						return nil, "", notFound(err, "project %s", projectID)
 					}
-					return map[string]string{"binding_id": bd.ID, "project_id": bd.ProjectID, "repository_id": bd.RepositoryID, "room_id": bd.RoomID},
-						bd.ID + " " + bd.RoomID, nil
+					out := map[string]any{"binding_id": bd.ID, "project_id": bd.ProjectID, "repository_id": bd.RepositoryID, "room_id": bd.RoomID}
+					text := bd.ID + " " + bd.RoomID
+					if bd.Encrypted {
+						out["encrypted"] = true
+						text += " (end-to-end encrypted)"
+					}
+					return out, text, nil
 				})
 			},
 		}
@@ -82,7 +93,8 @@ func newMatrixCmd() *cobra.Command {
 		c.Flags().StringVar(&projectID, "project", "", "project id")
 		c.Flags().StringVar(&repositoryID, "repository", "", "bind only this repository (default: every repository)")
 		c.Flags().StringVar(&room, "room", "", "an existing room id (!opaque:server)")
-		c.Flags().BoolVar(&create, "create", false, "create a private, unencrypted room")
+		c.Flags().BoolVar(&create, "create", false, "create a private room (unencrypted unless --encrypted)")
+		c.Flags().BoolVar(&encrypted, "encrypted", false, "with --create: make the room end-to-end encrypted (m.room.encryption megolm, as Element does; needs a relay built with -tags goolm)")
 		c.Flags().StringArrayVar(&invite, "invite", nil, "with --create: invite this Matrix user (repeatable)")
 		root.AddCommand(c)
 	}

@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 )
 
 // newMatrixDoctorCmd is `acrelay matrix doctor`: what stands between the
@@ -30,7 +31,9 @@ func newMatrixDoctorCmd() *cobra.Command {
 		Short: "Check the Matrix courier: homeserver reachable, registration or bot token accepted, rooms postable, bot not throttled",
 		Long: "Checks, in order: the homeserver answers; it accepts the application service's as_token (the registration is\n" +
 			"installed) or the bot's access token; in application-service mode, that it can ping the relay's listener;\n" +
-			"for every bound room in the store (and every --room), that the relay's user is joined and may post; and\n" +
+			"for every bound room in the store (and every --room), that the relay's user is joined and may post, and\n" +
+			"whether the room is end-to-end encrypted and the relay can take part (a build with -tags goolm, bot mode);\n" +
+			"in bot mode with encryption, that the relay's device has published its keys and is cross-signed; and\n" +
 			"that the courier's last delivery to each bound room was not refused with a 429 (a throttled bot).\n" +
 			"Prints one line per check (status, check, subject, detail); exits 1 when any check fails.",
 		Example: "  acrelay matrix doctor --data-dir ./data --matrix-homeserver http://127.0.0.1:8008 --matrix-registration acrelay-registration.yaml",
@@ -120,11 +123,24 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 	if err != nil {
 		return nil, err
 	}
+	// The relay takes part in encrypted rooms when built with -tags goolm
+	// and in bot mode (its device is the bot's access token's).
+	// Encryption findings are added for encrypted rooms only: the report
+	// of unencrypted rooms is as it always was.
+	canEncrypt := e2ee.Built
+	encrypted := false
+	addEnc := func(room string) {
+		if f := matrix.CheckRoomEncryption(ctx, cli, id.RoomID(room), canEncrypt); f.Detail != matrix.DetailUnencrypted && f.Detail != matrix.DetailEncryptionUnknown {
+			add(f)
+			encrypted = true
+		}
+	}
 	seen := map[string]bool{}
 	for _, b := range bindings {
 		if !seen[b.RoomID] {
 			seen[b.RoomID] = true
 			add(matrix.CheckRoomPostable(ctx, cli, id.RoomID(b.RoomID)))
+			addEnc(b.RoomID)
 		}
 		states, err := st.TargetStates(ctx, matrix.Name, b.ProjectID)
 		if err != nil {
@@ -143,7 +159,11 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 		if !seen[r] {
 			seen[r] = true
 			add(matrix.CheckRoomPostable(ctx, cli, id.RoomID(r)))
+			addEnc(r)
 		}
+	}
+	if encrypted && canEncrypt && reg == nil {
+		add(matrix.CheckDeviceKeys(ctx, cli))
 	}
 	if len(seen) == 0 {
 		add(matrix.Finding{Check: matrix.CheckRoom, Status: matrix.StatusWarn, Detail: "no bound rooms in the store and no --room: nothing to post to yet"})

@@ -243,6 +243,8 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	if mx != nil {
+		mx.out = out
+		mx.registerMetrics(reg)
 		runners = append(runners, mx.runner)
 		if mx.ln != nil {
 			defer mx.ln.Close()
@@ -303,6 +305,9 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, r := range runners {
+		if mx.RunsRunner() && r == mx.runner {
+			continue // under the lease over the relay's Matrix device (serve_matrix.go)
+		}
 		wg.Go(func() { _ = r.Run(bg) })
 	}
 	wg.Go(func() { _ = ws.hub.Run(bg) })

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
@@ -16,6 +21,7 @@ import (
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
@@ -35,6 +41,11 @@ type matrixConfig struct {
 	AppserviceAddr string
 	UserID         string
 	AccessToken    string // secret: flag, ACRELAY_MATRIX_ACCESS_TOKEN or its _FILE
+	// PasswordFile holds the bot's account password, for the
+	// homeserver's user-interactive auth when the relay first publishes
+	// its cross-signing keys (encrypted rooms); read at start, never
+	// logged.
+	PasswordFile string
 }
 
 func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
@@ -45,6 +56,7 @@ func addMatrixFlags(fs *pflag.FlagSet, c *matrixConfig) {
 	fs.StringVar(&c.AccessToken, "matrix-access-token", "", "bot mode: the bot's access token (prefer ACRELAY_MATRIX_ACCESS_TOKEN or ACRELAY_MATRIX_ACCESS_TOKEN_FILE)")
 	// A secret: applyEnv reads it (or its _FILE), config print redacts it.
 	_ = fs.SetAnnotation("matrix-access-token", secretEnvAnnotation, []string{"ACRELAY_MATRIX_ACCESS_TOKEN"})
+	fs.StringVar(&c.PasswordFile, "matrix-password-file", envOr("ACRELAY_MATRIX_PASSWORD_FILE", ""), "bot mode with encrypted rooms: a file holding the bot's account password, which the homeserver asks for when the relay first cross-signs its device (ACRELAY_MATRIX_PASSWORD_FILE)")
 }
 
 // client returns the courier's Matrix client, the registration in
@@ -103,6 +115,86 @@ type matrixServices struct {
 	// inboxJob and syncJob run the inbox and the bot's /sync on one
 	// process of the relay at a time (relay-wide leases).
 	inboxJob, syncJob *lease.Single
+	// undecryptable counts the m.room.encrypted events it
+	// could not read, toDeviceRefused the to-device events it dropped,
+	// by reason.
+	courier         *matrix.Courier
+	cstore          store.MatrixCrypto // nil: no encryption (see cryptoStore)
+	password        string             // --matrix-password-file's content
+	out             io.Writer          // serve's standard output: the recovery key is printed there once
+	cryptoJob       *lease.Single      // with cstore: the lease over the relay's Matrix device (underCrypto)
+	undecryptable   *prometheus.CounterVec
+	toDeviceRefused *prometheus.CounterVec
+}
+
+// cryptoStore is the store the relay device's encryption keeps its state
+// in, or nil (logged) when the relay takes no part in encrypted rooms:
+// this binary has no encryption (built without -tags goolm); then
+// encrypted rooms are refused, loudly, never sent plaintext.
+func cryptoStore(st store.Store, log *slog.Logger) store.MatrixCrypto {
+	if !e2ee.Built {
+		log.Warn("matrix: this acrelay has no end-to-end encryption (built without -tags goolm): encrypted rooms are refused, never sent plaintext")
+		return nil
+	}
+	mc, ok := st.(store.MatrixCrypto)
+	if !ok {
+		log.Error("matrix: this store cannot keep Matrix crypto state: encrypted rooms are refused")
+		return nil
+	}
+	return mc
+}
+
+// underCrypto runs the whole Matrix courier of a relay with encryption —
+// its olm machine, the runner, the inbox and the bot's /sync — on the one
+// process that holds the relay-wide lease matrix-crypto, until that lease
+// is lost or ctx ends: one Matrix device is never driven by two processes
+// at once (two olm machines on one device would fork its megolm
+// ratchets and one-time keys). Each holder opens the machine afresh from
+// the store; its setup (keys upload) runs in the background.
+func (m *matrixServices) underCrypto(ctx context.Context) error {
+	dev := m.cli
+	if m.reg != nil {
+		// Application-service mode: a device of the sender's own, from
+		// m.login.application_service, with its own /sync (SyncDevice).
+		var err error
+		if dev, err = e2ee.AppserviceDevice(ctx, m.cli, m.cstore); err != nil {
+			m.log.Error("matrix: the application service's device could not be made: encrypted rooms get nothing", "err", err)
+			return err
+		}
+	}
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
+		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
+		Password:  m.password,
+		PrintRecoveryKey: func(rk string) {
+			if m.out != nil {
+				fmt.Fprintf(m.out, "matrix cross-signing recovery key (shown once; kept in the database, backed up with it): %s\n", rk)
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	if c, ok := cr.(io.Closer); ok {
+		defer c.Close()
+	}
+	m.log.Info("matrix: this process drives the relay's Matrix device (lease matrix-crypto)")
+	m.courier.Crypto, m.inbox.Crypto = cr, cr
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.runner.Run(ctx) })
+	wg.Go(func() { _ = m.inbox.Run(ctx) })
+	if m.reg == nil {
+		wg.Go(func() { _ = m.inbox.Sync(ctx) })
+	} else if d, ok := cr.(interface{ SyncDevice(context.Context) error }); ok {
+		wg.Go(func() { _ = d.SyncDevice(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// registerMetrics registers the Matrix courier's own metrics.
+func (m *matrixServices) registerMetrics(reg prometheus.Registerer) {
+	if m != nil {
+		reg.MustRegister(m.undecryptable, m.toDeviceRefused)
+	}
 }
 
 // openMatrix builds the Matrix courier, inbox and binder; nil when the
@@ -119,18 +211,44 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		host = u.Host
 	}
 	log := logger.With("courier", matrix.Name)
+	toDeviceRefused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acrelay_matrix_to_device_refused_total",
+		Help: "to-device events refused before the relay device's olm machine saw them, by reason: olm_not_for_this_device, to_device_malformed, to_device_flood."},
+		[]string{"reason"})
+	for _, r := range []string{e2ee.ReasonOlmNotForDevice, e2ee.ReasonToDeviceMalformed, e2ee.ReasonToDeviceFlood} {
+		toDeviceRefused.WithLabelValues(r)
+	}
+	cstore := cryptoStore(st, log)
 	courier := &matrix.Courier{Store: st, Client: cli, PublicURL: public, Host: host, Logger: log, Started: time.Now()}
 	base.Backoff, base.Refresh = couriers.Backoff{Initial: time.Second, Max: 2 * time.Minute}, 10*time.Second
 	runner := couriers.NewRunner(st, courier, base)
-	m := &matrixServices{runner: runner, reg: reg, cli: cli, log: log,
-		inbox:  &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh}}
+	undecryptable := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "acrelay_matrix_undecryptable_total",
+		Help: "m.room.encrypted room events the Matrix courier could not decrypt (each attempt), by reason: no_session, malformed, replayed_index, no_encryption, decrypt_failed."},
+		[]string{"reason"})
+	for _, r := range []string{matrix.ReasonNoSession, matrix.ReasonMalformed, matrix.ReasonReplay, matrix.ReasonNoEncryption, matrix.ReasonOther} {
+		undecryptable.WithLabelValues(r)
+	}
+	m := &matrixServices{runner: runner, courier: courier, reg: reg, cli: cli, log: log, cstore: cstore, undecryptable: undecryptable, toDeviceRefused: toDeviceRefused,
+		// Application-service mode: any process takes the pushes; only the
+		// one driving the device decrypts, when answering.
+		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
+			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil}}
 	id := base.Identity
 	if id == nil {
 		id = &lease.Identity{ID: base.Holder}
 	}
 	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
+	if cstore != nil {
+		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: "matrix-crypto", Holder: id, TTL: base.LeaseTTL, Logger: log})
+		if c.PasswordFile != "" {
+			b, err := os.ReadFile(c.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("--matrix-password-file: %w", err)
+			}
+			m.password = strings.TrimRight(string(b), "\r\n")
+		}
+	}
 	if reg != nil {
 		addr := c.AppserviceAddr
 		if addr == "" {
@@ -148,6 +266,10 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	}
 	return m, nil
 }
+
+// RunsRunner reports whether run runs the runner itself (under the lease
+// over the relay's Matrix device) rather than runServe with the others.
+func (m *matrixServices) RunsRunner() bool { return m != nil && m.cryptoJob != nil }
 
 // Runner is the Matrix courier's runner, nil when the courier is off.
 // runServe puts it in the list of runners it starts, so its Status (lag,
@@ -173,9 +295,17 @@ func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 // long-poll, and the inbox (each on the one process holding its
 // relay-wide lease).
 func (m *matrixServices) run(ctx context.Context) {
+	if m.cryptoJob != nil && m.reg == nil {
+		m.cryptoJob.RunDo(ctx, m.underCrypto)
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if m.cryptoJob != nil {
+			m.cryptoJob.RunDo(ctx, m.underCrypto)
+			return
+		}
 		m.inboxJob.RunDo(ctx, func(ctx context.Context) error { return m.inbox.Run(ctx) })
 	}()
 	if m.reg == nil {

@@ -31,6 +31,10 @@ type BindRequest struct {
 	RoomID       string
 	Create       bool
 	Invite       []string
+	// Encrypted, with Create, creates the room end-to-end encrypted
+	// (m.room.encryption megolm in its initial state, as Element does for
+	// private rooms). Errors: ErrEncryptionUnavailable without CanEncrypt.
+	Encrypted bool
 }
 
 // BindStore is what a Binder writes.
@@ -46,6 +50,10 @@ type Binder struct {
 	Store   BindStore
 	Client  *mautrix.Client
 	Refresh func(projectID string)
+	// CanEncrypt: the relay takes part in encrypted rooms (a goolm build
+	// in bot mode); false: an encrypted room is refused
+	// (ErrEncryptionUnavailable) instead of bound.
+	CanEncrypt bool
 }
 
 // ValidateRoomID checks a room id with gomatrixserverlib's spec.NewRoomID.
@@ -73,23 +81,44 @@ func (b *Binder) Bind(ctx context.Context, projectID string, req BindRequest) (s
 		}
 		invite = append(invite, id.UserID(u))
 	}
-	room := req.RoomID
+	if req.Encrypted && !req.Create {
+		return store.MatrixBinding{}, ErrRoomChoice
+	}
+	if req.Encrypted && !b.CanEncrypt {
+		return store.MatrixBinding{}, ErrEncryptionUnavailable
+	}
+	room, encrypted := req.RoomID, req.Encrypted
 	if req.Create {
 		if b.Client == nil {
 			return store.MatrixBinding{}, fmt.Errorf("%w: no Matrix client configured", ErrHomeserver)
 		}
-		r, err := CreateRoom(ctx, b.Client, "acrelay "+projectID, invite)
+		create := CreateRoom
+		if req.Encrypted {
+			create = CreateEncryptedRoom
+		}
+		r, err := create(ctx, b.Client, "acrelay "+projectID, invite)
 		if err != nil {
 			return store.MatrixBinding{}, fmt.Errorf("%w: %w", ErrHomeserver, err)
 		}
 		room = r.String()
 	} else if err := ValidateRoomID(room); err != nil {
 		return store.MatrixBinding{}, err
+	} else if b.Client != nil {
+		// An encrypted room is seen now when the relay's user is in it (an
+		// invited user cannot read its state: the courier checks again
+		// before every delivery and refuses it then).
+		if enc, err := RoomEncrypted(ctx, b.Client, id.RoomID(room)); err == nil && enc {
+			if !b.CanEncrypt {
+				return store.MatrixBinding{}, ErrEncryptionUnavailable
+			}
+			encrypted = true
+		}
 	}
 	out, err := b.Store.CreateMatrixBinding(ctx, store.MatrixBinding{ID: uuid.NewString(), ProjectID: projectID, RepositoryID: req.RepositoryID, RoomID: room})
 	if err != nil {
 		return store.MatrixBinding{}, err
 	}
+	out.Encrypted = encrypted
 	if b.Refresh != nil {
 		b.Refresh(projectID)
 	}

@@ -26,8 +26,12 @@
 //
 // Matrix creates no authority: a submission is accepted only when its
 // signature verifies under an active key of the room's project, exactly
-// as POST /v1/correspondence/events would accept it. Rooms are
-// unencrypted; this package never imports mautrix/crypto.
+// as POST /v1/correspondence/events would accept it. End-to-end encrypted
+// rooms (issue 31) go through a Crypto (e2ee.go): in them every part,
+// notice and reply is megolm-encrypted and every m.room.encrypted event
+// read is decrypted; without a Crypto they are refused, never sent
+// plaintext. This package never imports mautrix/crypto (it needs the
+// goolm tag to build without cgo); package e2ee does, behind the tag.
 //
 // It does not serve HTTP: relay serves the application-service routes and
 // hands the pushed events to Inbox.Accept; the bot mode's /sync long-poll

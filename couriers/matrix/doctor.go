@@ -188,3 +188,90 @@ func BoundRooms(ctx context.Context, st interface {
 	}
 	return out, nil
 }
+
+// CheckRoomEncryption's details for an unencrypted room, and for one
+// whose state the relay's user cannot read (not in it: CheckRoomPostable
+// says so).
+const (
+	DetailUnencrypted       = "unencrypted: records and notices go as they are"
+	DetailEncryptionUnknown = "cannot read the room's m.room.encryption: the relay's user is not in the room"
+)
+
+// Checks of end-to-end encryption (issue 31).
+const (
+	CheckEncryption = "room_encryption"
+	CheckDevice     = "e2ee_device"
+)
+
+// CheckRoomEncryption says whether room is end-to-end encrypted and
+// whether the relay can take part (canEncrypt: a goolm build in bot
+// mode): fail when it is encrypted and the relay cannot (nothing is sent
+// to it, never plaintext), or when the relay may not send m.room.encrypted
+// there; ok otherwise, naming which it is.
+func CheckRoomEncryption(ctx context.Context, cli *mautrix.Client, room id.RoomID, canEncrypt bool) Finding {
+	f := Finding{Check: CheckEncryption, Subject: room.String()}
+	enc, err := RoomEncrypted(ctx, cli, room)
+	if err != nil {
+		f.Status, f.Detail = StatusWarn, DetailEncryptionUnknown
+		return f
+	}
+	if !enc {
+		f.Status, f.Detail = StatusOK, DetailUnencrypted
+		return f
+	}
+	if !canEncrypt {
+		f.Status, f.Detail = StatusFail, "end-to-end encrypted, and this relay cannot take part (it needs a build with -tags goolm): "+
+			"nothing is sent to the room and its encrypted submissions cannot be read"
+		return f
+	}
+	var pl event.PowerLevelsEventContent
+	if err := cli.StateEvent(ctx, room, event.StatePowerLevels, "", &pl); err == nil {
+		if have, need := pl.GetUserLevel(cli.UserID), pl.GetEventLevel(event.EventEncrypted); have < need {
+			f.Status, f.Detail = StatusFail, fmt.Sprintf("end-to-end encrypted; the relay's user has power level %d, the room requires %d to send m.room.encrypted: raise its level", have, need)
+			return f
+		}
+	}
+	f.Status, f.Detail = StatusOK, "end-to-end encrypted: the relay encrypts records, notices and replies (megolm) and decrypts submissions"
+	return f
+}
+
+// CheckDeviceKeys asks the homeserver for the device keys of the relay's
+// device (the access token's, from whoami): warn when it has none (the
+// relay has not started with encryption yet: members' clients cannot
+// share room keys with it) or when the device is not cross-signed by the
+// user's self-signing key (clients that exclude unverified devices send
+// it nothing); ok when both are there.
+func CheckDeviceKeys(ctx context.Context, cli *mautrix.Client) Finding {
+	f := Finding{Check: CheckDevice, Subject: cli.UserID.String()}
+	who, err := cli.Whoami(ctx)
+	if err != nil || who.DeviceID == "" {
+		f.Status, f.Detail = StatusWarn, "the access token names no device: the relay cannot take part in encrypted rooms with it"
+		return f
+	}
+	f.Subject = cli.UserID.String() + " " + who.DeviceID.String()
+	resp, err := cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: map[id.UserID]mautrix.DeviceIDList{cli.UserID: {who.DeviceID}}})
+	if err != nil {
+		f.Status, f.Detail = StatusWarn, "cannot query the device's keys ("+shortError(err)+")"
+		return f
+	}
+	dev, ok := resp.DeviceKeys[cli.UserID][who.DeviceID]
+	if !ok || len(dev.Keys) == 0 {
+		f.Status, f.Detail = StatusWarn, "the relay's device has published no keys yet (`acrelay serve` does so within seconds of its start): members' clients cannot share room keys with it"
+		return f
+	}
+	ssk, ok := resp.SelfSigningKeys[cli.UserID]
+	signed := false
+	if ok {
+		for kid := range ssk.Keys {
+			if _, s := dev.Signatures[cli.UserID][kid]; s {
+				signed = true
+			}
+		}
+	}
+	if !signed {
+		f.Status, f.Detail = StatusWarn, "device keys published; the device is not cross-signed: clients that exclude unverified devices (Element's MSC4153 setting) send it no room keys"
+		return f
+	}
+	f.Status, f.Detail = StatusOK, "device keys published and cross-signed by the relay's user"
+	return f
+}

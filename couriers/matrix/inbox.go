@@ -74,7 +74,22 @@ type Inbox struct {
 	// answer, an unavailable log — never give a submission up: it is
 	// retried, at least every 10 minutes, until they pass.
 	MaxAttempts int
+	// Crypto decrypts submissions sent to end-to-end encrypted rooms and
+	// encrypts the replies there (package couriers/matrix/e2ee, goolm
+	// builds); nil: an encrypted submission is kept as undecryptable and
+	// answered with a notice saying so, never lost.
+	Crypto Crypto
+	// DeferDecrypt queues every m.room.encrypted event as it came and
+	// decrypts it only when answering it (application-service mode: any
+	// process takes the homeserver's pushes, only the one driving the
+	// relay's device decrypts).
+	DeferDecrypt bool
+	// OnUndecryptable, when set, is told each time a submission cannot be
+	// decrypted (reason: a short, stable phrase) — the relay's metric.
+	OnUndecryptable func(reason string)
 
+	rooms   rooms
+	errs    logOnce
 	once    sync.Once
 	wake    chan struct{}
 	started time.Time
@@ -88,6 +103,9 @@ const (
 	answerTimeout   = 90 * time.Second
 	retryMax        = 10 * time.Minute
 	defaultAttempts = 10
+	// undecryptableRetryMax bounds the wait between attempts to decrypt
+	// a queued m.room.encrypted event.
+	undecryptableRetryMax = 30 * time.Second
 )
 
 func (in *Inbox) init() {
@@ -105,16 +123,41 @@ func (in *Inbox) logger() *slog.Logger {
 }
 
 // submissions picks the submissions out of room events (never the
-// courier's own events).
-func (in *Inbox) submissions(evs []*event.Event, roomID id.RoomID) []store.MatrixSubmission {
+// courier's own events). An m.room.encrypted event is decrypted first and
+// kept when it holds a submission; one that cannot be decrypted is kept
+// too, as it came (encryptedSubmission), to be decrypted again when its
+// key arrives and answered meanwhile: it may be a submission.
+func (in *Inbox) submissions(ctx context.Context, evs []*event.Event, roomID id.RoomID) []store.MatrixSubmission {
 	var out []store.MatrixSubmission
 	for _, ev := range evs {
-		if ev == nil || ev.Type.Type != EventTypeSubmit || ev.Sender == in.Client.UserID || ev.ID == "" {
+		if ev == nil || ev.Sender == in.Client.UserID || ev.ID == "" {
 			continue
 		}
 		room := ev.RoomID
 		if room == "" {
 			room = roomID
+		}
+		if ev.Type == event.EventEncrypted && in.DeferDecrypt {
+			ev.RoomID = room
+			raw, _ := json.Marshal(ev)
+			out = append(out, store.MatrixSubmission{MatrixEventID: ev.ID.String(), RoomID: room.String(), Sender: ev.Sender.String(),
+				Event: encryptedSubmission(raw)})
+			continue
+		}
+		if ev.Type == event.EventEncrypted {
+			ev.RoomID = room
+			dec, err := open(ctx, in.Crypto, ev)
+			if err != nil {
+				in.undecryptable(ev, err)
+				raw, _ := json.Marshal(ev)
+				out = append(out, store.MatrixSubmission{MatrixEventID: ev.ID.String(), RoomID: room.String(), Sender: ev.Sender.String(),
+					Event: encryptedSubmission(raw)})
+				continue
+			}
+			ev = dec
+		}
+		if ev.Type.Type != EventTypeSubmit {
+			continue
 		}
 		var c struct {
 			Event json.RawMessage `json:"event"`
@@ -142,7 +185,7 @@ func (in *Inbox) Accept(ctx context.Context, raws []json.RawMessage) error {
 			Type   string `json:"type"`
 			Sender string `json:"sender"`
 		}
-		if json.Unmarshal(r, &head) != nil || head.Type != EventTypeSubmit || head.Sender == in.Client.UserID.String() {
+		if json.Unmarshal(r, &head) != nil || head.Type != EventTypeSubmit && head.Type != event.EventEncrypted.Type || head.Sender == in.Client.UserID.String() {
 			continue
 		}
 		var ev event.Event
@@ -151,7 +194,7 @@ func (in *Inbox) Accept(ctx context.Context, raws []json.RawMessage) error {
 		}
 		evs = append(evs, &ev)
 	}
-	subs := in.submissions(evs, "")
+	subs := in.submissions(ctx, evs, "")
 	if len(subs) == 0 {
 		return nil
 	}
@@ -216,6 +259,28 @@ func (in *Inbox) syncOnce(ctx context.Context, key, since string) (string, error
 	if err != nil {
 		return "", err
 	}
+	// Room keys and device lists first, so that the timeline's events
+	// decrypt.
+	if in.Crypto != nil {
+		in.Crypto.ProcessSync(ctx, resp, since)
+	}
+	for room, jr := range resp.Rooms.Join {
+		for _, evs := range [][]*event.Event{jr.State.Events, jr.Timeline.Events} {
+			for _, ev := range evs {
+				if ev == nil || ev.StateKey == nil {
+					continue
+				}
+				ev.RoomID = room
+				_ = ev.Content.ParseRaw(ev.Type)
+				if ev.Type == event.StateEncryption {
+					in.rooms.set(room, true)
+				}
+				if in.Crypto != nil {
+					in.Crypto.HandleState(ctx, ev)
+				}
+			}
+		}
+	}
 	var subs []store.MatrixSubmission
 	for room, jr := range resp.Rooms.Join {
 		// Not on the first sync (since ""): it starts at the present.
@@ -227,7 +292,7 @@ func (in *Inbox) syncOnce(ctx context.Context, key, since string) (string, error
 			slices.Reverse(older) // oldest first, before the timeline's
 			subs = append(subs, older...)
 		}
-		subs = append(subs, in.submissions(jr.Timeline.Events, room)...)
+		subs = append(subs, in.submissions(ctx, jr.Timeline.Events, room)...)
 	}
 	for room := range resp.Rooms.Invite {
 		if _, jerr := in.Client.JoinRoomByID(ctx, room); jerr != nil {
@@ -253,8 +318,8 @@ const backfillPages = 100
 // further back, which the store's de-duplication by Matrix event id
 // absorbs.
 func (in *Inbox) backfill(ctx context.Context, room id.RoomID, from, to string) ([]store.MatrixSubmission, error) {
-	filter := &mautrix.FilterPart{Types: []event.Type{{Type: EventTypeSubmit, Class: event.MessageEventType}},
-		NotSenders: []id.UserID{in.Client.UserID}}
+	types := []event.Type{{Type: EventTypeSubmit, Class: event.MessageEventType}, event.EventEncrypted}
+	filter := &mautrix.FilterPart{Types: types, NotSenders: []id.UserID{in.Client.UserID}}
 	var out []store.MatrixSubmission
 	for page := 0; ; page++ {
 		if page == backfillPages {
@@ -265,7 +330,7 @@ func (in *Inbox) backfill(ctx context.Context, room id.RoomID, from, to string) 
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, in.submissions(resp.Chunk, room)...)
+		out = append(out, in.submissions(ctx, resp.Chunk, room)...)
 		if resp.End == "" || len(resp.Chunk) == 0 || resp.End == from {
 			return out, nil
 		}
@@ -275,13 +340,19 @@ func (in *Inbox) backfill(ctx context.Context, room id.RoomID, from, to string) 
 
 // SyncFilter is the inline filter of the bot's (self's) /sync: room timelines
 // carry only submissions from others (the homeserver neither reads nor
-// serializes the courier's own record events and notices for it), up to
-// 100 per room and sync; invites come regardless.
+// serializes the courier's own record events and notices for it), the
+// m.room.encrypted events of others (an encrypted room's submissions, and
+// its chat, which is decrypted and dropped), and the m.room.encryption
+// and m.room.member changes, up to 100 per room and sync; room state only
+// m.room.encryption and m.room.member (the room keys' recipients and
+// settings); invites, to-device events (room keys, key requests),
+// device-list changes and one-time-key counts come regardless.
 func SyncFilter(self id.UserID) string {
 	f := map[string]any{
 		"room": map[string]any{
-			"timeline":     map[string]any{"types": []string{EventTypeSubmit}, "not_senders": []string{self.String()}, "limit": 100},
-			"state":        map[string]any{"types": []string{}},
+			"timeline": map[string]any{"types": []string{EventTypeSubmit, event.EventEncrypted.Type, event.StateEncryption.Type, event.StateMember.Type},
+				"not_senders": []string{self.String()}, "limit": 100},
+			"state":        map[string]any{"types": []string{event.StateEncryption.Type, event.StateMember.Type}},
 			"ephemeral":    map[string]any{"types": []string{}},
 			"account_data": map[string]any{"types": []string{}},
 		},
@@ -362,6 +433,17 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		maxAttempts = defaultAttempts
 	}
 	reason := shortError(err)
+	if errors.Is(err, errNotSubmission) || errors.Is(err, errBadEncrypted) || errors.Is(err, errUnreadable) {
+		// Room chat, or an event refused as malformed or replayed: final,
+		// nothing appended, no reply.
+		if gerr := in.Store.GiveUpMatrixSubmission(ctx, s.MatrixEventID, reason); gerr != nil {
+			log.Warn("give up matrix submission", "err", gerr)
+		}
+		if errors.Is(err, errBadEncrypted) {
+			log.Warn("m.room.encrypted event refused: nothing appended", "err", err)
+		}
+		return
+	}
 	if refused(err) && s.Attempts >= maxAttempts {
 		if gerr := in.Store.GiveUpMatrixSubmission(ctx, s.MatrixEventID, reason); gerr != nil {
 			log.Warn("give up matrix submission", "err", gerr)
@@ -371,6 +453,10 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		return
 	}
 	wait := max(backoff(s.Attempts, time.Second, retryMax), RetryAfter(err))
+	if errors.Is(err, ErrUndecryptable) {
+		// Its key may arrive any moment (a key request is out).
+		wait = backoff(s.Attempts, time.Second, undecryptableRetryMax)
+	}
 	if rerr := in.Store.RetryMatrixSubmission(ctx, s.MatrixEventID, wait, reason); rerr != nil {
 		log.Warn("store matrix submission retry", "err", rerr)
 	}
@@ -459,6 +545,13 @@ func (in *Inbox) decide(ctx context.Context, s store.MatrixSubmission) (Outcome,
 func (in *Inbox) answer(ctx context.Context, s store.MatrixSubmission) error {
 	raw := s.Outcome
 	if raw == nil {
+		if ev := queuedEncrypted(s); ev != nil {
+			plain, err := in.openQueued(ctx, s, ev)
+			if err != nil {
+				return err
+			}
+			s.Event = plain
+		}
 		o, err := in.decide(ctx, s)
 		if err != nil {
 			return err
@@ -492,7 +585,14 @@ func (in *Inbox) answer(ctx context.Context, s store.MatrixSubmission) error {
 		"m.relates_to": map[string]any{"m.in_reply_to": map[string]any{"event_id": mid}},
 		KeyOutcome:     json.RawMessage(raw),
 	}
-	resp, err := in.Client.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: TxnID(s.RoomID, s.MatrixEventID, "reply")})
+	enc, err := in.rooms.encrypted(ctx, in.Client, room)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errReply, err)
+	}
+	if enc && in.Crypto == nil {
+		in.errs.error(in.logger(), "noenc-reply:"+s.RoomID, "cannot reply in an end-to-end encrypted room: this relay cannot encrypt (build acrelay with -tags goolm)", "room_id", s.RoomID)
+	}
+	resp, err := sendTo(ctx, in.Client, in.Crypto, enc, room, event.EventMessage, content, TxnID(s.RoomID, s.MatrixEventID, "reply"))
 	if err != nil {
 		return fmt.Errorf("%w: send: %w", errReply, err)
 	}
@@ -502,7 +602,7 @@ func (in *Inbox) answer(ctx context.Context, s store.MatrixSubmission) error {
 // findReply scans the room's recent history (at most 500 events) for this
 // user's reply to mid.
 func (in *Inbox) findReply(ctx context.Context, room id.RoomID, mid id.EventID) (id.EventID, error) {
-	filter := &mautrix.FilterPart{Senders: []id.UserID{in.Client.UserID}, Types: []event.Type{event.EventMessage}}
+	filter := &mautrix.FilterPart{Senders: []id.UserID{in.Client.UserID}, Types: []event.Type{event.EventMessage, event.EventEncrypted}}
 	from := ""
 	for read := 0; read < 500; {
 		resp, err := in.Client.Messages(ctx, room, from, "", mautrix.DirectionBackward, filter, 100)
@@ -511,6 +611,17 @@ func (in *Inbox) findReply(ctx context.Context, room id.RoomID, mid id.EventID) 
 		}
 		for _, ev := range resp.Chunk {
 			read++
+			if ev.Sender != in.Client.UserID {
+				continue
+			}
+			if ev.RoomID == "" {
+				ev.RoomID = room
+			}
+			ev, err := open(ctx, in.Crypto, ev)
+			if err != nil {
+				in.logger().Warn("reply scan: cannot decrypt the relay's own past event", "room_id", room, "err", err)
+				continue
+			}
 			var c struct {
 				Rel struct {
 					InReplyTo struct {
@@ -530,6 +641,19 @@ func (in *Inbox) findReply(ctx context.Context, room id.RoomID, mid id.EventID) 
 		from = resp.End
 	}
 	return "", nil
+}
+
+// CreateEncryptedRoom creates a private room for a project the way
+// Element creates one — m.room.encryption (megolm) in its initial state —
+// and invites users. The relay needs its encryption (Crypto) to use it.
+func CreateEncryptedRoom(ctx context.Context, cli *mautrix.Client, name string, invite []id.UserID) (id.RoomID, error) {
+	resp, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Visibility: "private", Name: name,
+		Topic: "agent-correspondence records (acrelay)", Invite: invite, RoomVersion: id.RoomVersion(RoomVersion),
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		return "", fmt.Errorf("create room: %w", err)
+	}
+	return resp.RoomID, nil
 }
 
 // CreateRoom creates a private, unencrypted room for a project and

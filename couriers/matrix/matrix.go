@@ -72,6 +72,14 @@ type Courier struct {
 	// zero: from this courier's first delivery.
 	Started time.Time
 	Logger  *slog.Logger
+	// Crypto encrypts for, and decrypts from, end-to-end encrypted rooms
+	// (package couriers/matrix/e2ee, goolm builds); nil: an encrypted
+	// room is refused (ErrEncryptionUnavailable, logged at ERROR once per
+	// binding), never sent plaintext.
+	Crypto Crypto
+
+	rooms rooms
+	errs  logOnce
 
 	bornOnce sync.Once
 	born     time.Time
@@ -137,6 +145,15 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 	if err := c.join(ctx, room); err != nil {
 		return fmt.Errorf("join room: %w", err)
 	}
+	enc, err := c.rooms.encrypted(ctx, c.Client, room)
+	if err != nil {
+		return err
+	}
+	if enc && c.Crypto == nil {
+		c.errs.error(c.logger(), b.ID, "matrix room is end-to-end encrypted and this relay cannot encrypt: nothing is sent to it",
+			"binding_id", b.ID, "room_id", b.RoomID, "fix", "build acrelay with -tags goolm")
+		return fmt.Errorf("binding %s: %w", b.ID, ErrEncryptionUnavailable)
+	}
 	ids := make([]string, len(todo))
 	for i, r := range todo {
 		ids[i] = r.EventID
@@ -183,7 +200,7 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 			return fmt.Errorf("binding removed: %w", couriers.ErrTargetGone)
 		}
 		known = false
-		content, full := recordContent(c.PublicURL, r)
+		content, full := recordContentMax(c.PublicURL, r, maxContent(enc))
 		for _, part := range []string{store.MatrixPartRecord, store.MatrixPartNotice} {
 			if sent[r.EventID+"\x00"+part] {
 				continue
@@ -192,7 +209,7 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 			if part == store.MatrixPartNotice {
 				typ, body = event.EventMessage, noticeContent(r, content, full)
 			}
-			resp, err := c.Client.SendMessageEvent(ctx, room, typ, body, mautrix.ReqSendEvent{TransactionID: TxnID(b.RoomID, r.EventID, part)})
+			resp, err := sendTo(ctx, c.Client, c.Crypto, enc, room, typ, body, TxnID(b.RoomID, r.EventID, part))
 			if err != nil {
 				return fmt.Errorf("send %s %s: %w", part, r.EventID, err)
 			}
@@ -204,6 +221,13 @@ func (c *Courier) Deliver(ctx context.Context, projectID string, t couriers.Targ
 		}
 	}
 	return nil
+}
+
+func (c *Courier) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
 }
 
 func wanted(ids []string, id string) bool {
@@ -261,7 +285,7 @@ func (c *Courier) scan(ctx context.Context, room id.RoomID, fromSeq int64) ([]st
 		limit = 1000
 	}
 	filter := &mautrix.FilterPart{Senders: []id.UserID{c.Client.UserID},
-		Types: []event.Type{{Type: EventTypeRecord, Class: event.MessageEventType}, event.EventMessage}}
+		Types: []event.Type{{Type: EventTypeRecord, Class: event.MessageEventType}, event.EventMessage, event.EventEncrypted}}
 	var out []store.MatrixSent
 	from := ""
 	for read := 0; read < limit; {
@@ -272,6 +296,16 @@ func (c *Courier) scan(ctx context.Context, room id.RoomID, fromSeq int64) ([]st
 		for _, ev := range resp.Chunk {
 			read++
 			if ev.Sender != c.Client.UserID {
+				continue
+			}
+			if ev.RoomID == "" {
+				ev.RoomID = room
+			}
+			ev, err := open(ctx, c.Crypto, ev)
+			if err != nil {
+				// Its own past event: only a lost crypto store makes it
+				// unreadable (then it may be sent again).
+				c.logger().Warn("history scan: cannot decrypt the relay's own past event", "room_id", room, "err", err)
 				continue
 			}
 			raw := json.RawMessage(ev.Content.VeryRaw)

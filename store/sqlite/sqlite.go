@@ -72,6 +72,8 @@ const MaxBatchLimit = 16384
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
 	migrated store.MigrationSummary // what Open's migration did (Migrations)
+	path     string                 // the database file (MatrixCryptoDB opens it again)
+	busy     time.Duration          // Options.BusyTimeout
 	w        *sql.DB                // one connection: the group committer and registry writes
 	stmts    map[string]*sql.Stmt   // prepared on w; used by the writer goroutine and checkExternal (under wmu)
 	r        *sql.DB                // query_only pool: reads never wait for the writer
@@ -208,6 +210,8 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		return nil, mapErr("open sqlite", err)
 	}
 	db := &DB{
+		path:     path,
+		busy:     opts.BusyTimeout,
 		w:        w,
 		r:        r,
 		rd:       newReader(r),

@@ -1,0 +1,185 @@
+//go:build goolm
+
+package e2ee_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/couriers"
+	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
+	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/matrixtest"
+	"github.com/acrelay/acrelay/relay"
+	"github.com/acrelay/acrelay/store/sqlite"
+	"github.com/acrelay/acrelay/store/storetest"
+)
+
+// sink hands the homeserver's pushes to the current inbox.
+type sink struct{ in atomic.Pointer[matrix.Inbox] }
+
+func (s *sink) Accept(ctx context.Context, evs []json.RawMessage) error {
+	in := s.in.Load()
+	if in == nil {
+		return errors.New("relay down")
+	}
+	return in.Accept(ctx, evs)
+}
+
+func hexToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// TestEncryptedRoomAppserviceDendrite: application-service mode with
+// encryption. The relay's device comes from m.login.application_service
+// (kept in the store and reused after a restart), its to-device traffic
+// through a /sync of its own (Dendrite 0.13.8 has no MSC3202/MSC4190); the
+// homeserver pushes the room's m.room.encrypted events, which are queued
+// as they came and decrypted when answered. A member's Element-style
+// encrypted room: records arrive encrypted and decryptable, exactly once
+// across a restart; an encrypted submission is appended and answered
+// once, encrypted.
+func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	var push sink
+	reg := appservice.CreateRegistration()
+	reg.ID, reg.SenderLocalpart = "acrelay", "acrelay"
+	reg.AppToken, reg.ServerToken = hexToken(), hexToken()
+	reg.Namespaces.UserIDs.Register(regexp.MustCompile(`@acrelay:acrelay\.test`), true)
+	as := httptest.NewServer(relay.AppserviceHandler(reg.ServerToken, &push, nil))
+	t.Cleanup(as.Close)
+	reg.URL = as.URL
+	y, err := reg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := dendritetest.Start(t, dendritetest.Options{AppserviceYAML: y})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := st.CreateProject(ctx, storetest.NewUUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := storetest.NewSigner(t, p.ID).Register(t, st)
+	asUser := hs.UserID("acrelay")
+	asCli, err := matrix.NewClient(hs.URL, asUser, reg.AppToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	var device id.DeviceID
+	var runner *couriers.Runner
+	start := func() (stop func()) {
+		devCli, err := e2ee.AppserviceDevice(ctx, asCli, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if device != "" && devCli.DeviceID != device {
+			t.Fatalf("a restart made a new device %s (was %s)", devCli.DeviceID, device)
+		}
+		device = devCli.DeviceID
+		cr, err := e2ee.Open(ctx, e2ee.Options{Client: devCli, Store: st, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := cr.(*e2ee.Machine)
+		if err := m.Err(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c := &matrix.Courier{Store: st, Client: asCli, PublicURL: "http://relay.test", Host: "hs", Crypto: cr, Logger: log}
+		runner = couriers.NewRunner(st, c, couriers.Options{Holder: "as-" + hexToken()[:6], LeaseTTL: 15 * time.Second,
+			Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 20 * time.Second, Batch: 5, Refresh: time.Second})
+		in := &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: asCli, Crypto: cr, DeferDecrypt: true, Logger: log}
+		push.in.Store(in)
+		rctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = runner.Run(rctx) })
+		wg.Go(func() { _ = in.Run(rctx) })
+		wg.Go(func() { _ = m.SyncDevice(rctx) })
+		return func() { push.in.Store(nil); cancel(); wg.Wait(); _ = m.Close() }
+	}
+	stop := start()
+	defer func() { stop() }()
+
+	alice := matrixtest.NewMember(t, hs, "alice")
+	resp, err := alice.Cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted, appservice",
+		Invite:       []id.UserID{asUser},
+		InitialState: []*event.Event{{Type: event.StateEncryption, Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := resp.RoomID
+	b := &matrix.Binder{Store: st, Client: asCli, Refresh: runner.Refresh, CanEncrypt: true}
+	if _, err := asCli.JoinRoomByID(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	bd, err := b.Bind(ctx, p.ID, matrix.BindRequest{RoomID: room.String()})
+	if err != nil || !bd.Encrypted {
+		t.Fatalf("bind: %v (encrypted %v)", err, bd.Encrypted)
+	}
+	waitFor(t, 30*time.Second, "alice's client saw the relay join", func() bool { return alice.Cli.StateStore.IsInRoom(ctx, room, asUser) })
+
+	var ids []string
+	appendN := func(n int) {
+		for range n {
+			_, raw := signer.Event(t, storetest.Spec{Summary: "appservice"})
+			res, err := ingest.New(st, ingest.Options{}).Append(ctx, p.ID, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Record.EventID)
+		}
+	}
+	appendN(3)
+	alice.WaitRoom(t, room, asUser, signer.Pub, ids)
+
+	_, raw := signer.Event(t, storetest.Spec{Summary: "submitted encrypted to the appservice"})
+	sub, err := alice.Send(room, event.Type{Type: matrix.EventTypeSubmit, Class: event.MessageEventType}, json.RawMessage(`{"event":`+string(raw)+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s matrixtest.Seen
+	waitFor(t, 60*time.Second, "the encrypted submission answered", func() bool {
+		s = alice.Read(t, room, asUser, signer.Pub)
+		return len(s.Replies[sub.EventID]) > 0
+	})
+	time.Sleep(time.Second)
+	s = alice.Read(t, room, asUser, signer.Pub)
+	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
+		t.Fatalf("replies %+v, want exactly one accepting it", got)
+	}
+	ids = append(ids, s.Replies[sub.EventID][0].EventID)
+
+	stop()
+	appendN(2)
+	stop = start()
+	appendN(2)
+	alice.WaitRoom(t, room, asUser, signer.Pub, ids)
+}
