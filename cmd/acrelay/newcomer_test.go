@@ -261,9 +261,11 @@ func TestFollowSaysReconnecting(t *testing.T) {
 
 	fctx, cancel := context.WithCancel(ctx)
 	var out, errw syncBuffer
-	done := make(chan error, 1)
+	done := make(chan struct{}) // closed when follow returns, with ferr set
+	var ferr error
 	go func() {
-		done <- runContext(fctx, newFollowCmd(), &out, &errw, "--repository-id", repo, "--identity-id", ada, "--format", "text")
+		defer close(done)
+		ferr = runContext(fctx, newFollowCmd(), &out, &errw, "--repository-id", repo, "--identity-id", ada, "--format", "text")
 	}()
 	defer func() {
 		cancel()
@@ -277,8 +279,8 @@ func TestFollowSaysReconnecting(t *testing.T) {
 				t.Fatalf("%s: no %q in\nstdout:\n%s\nstderr:\n%s", what, sub, out.String(), errw.String())
 			}
 			select {
-			case err := <-done:
-				t.Fatalf("follow ended: %v\nstderr:\n%s", err, errw.String())
+			case <-done:
+				t.Fatalf("follow ended: %v\nstderr:\n%s", ferr, errw.String())
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
