@@ -59,10 +59,16 @@ type Feed struct {
 const TimeFormat = "2006-01-02T15:04:05.000Z"
 
 // Render returns the feed's bytes: UTF-8, with an XML declaration, entries
-// in the order given (receipt order).
+// in the order given (receipt order). The slice's capacity is its length:
+// a caller that keeps the bytes (the couriers' body cache counts len) holds
+// no slack.
 func Render(f Feed) []byte {
+	size := 1024
+	for _, e := range f.Entries {
+		size += entryEstimate(e)
+	}
 	var b bytes.Buffer
-	b.Grow(1024 + 1536*len(f.Entries))
+	b.Grow(size)
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
 	b.WriteString(`<feed xmlns="http://www.w3.org/2005/Atom" xmlns:at="` + Namespace + `"`)
 	if f.Archive {
@@ -98,10 +104,20 @@ func Render(f Feed) []byte {
 		b.WriteString("  <fh:archive/>\n")
 	}
 	for _, e := range f.Entries {
-		b.Write(EntryBytes(e))
+		writeEntry(&b, e)
 	}
 	b.WriteString("</feed>\n")
+	if out := b.Bytes(); cap(out)-len(out) > len(out)/8 {
+		return bytes.Clone(out)
+	}
 	return b.Bytes()
+}
+
+// entryEstimate is a generous size of e's bytes: its record JSON (escaped
+// at most a little), the content HTML (bounded by ContentMaxValues values
+// per fact, so rarely more than half the record) and the rest.
+func entryEstimate(e Entry) int {
+	return 2048 + len(e.EventID) + len(e.Author) + len(e.Link) + len(e.Record)*3/2
 }
 
 // EntryBytes returns one entry's bytes, a pure function of e: the same
@@ -114,6 +130,14 @@ func Render(f Feed) []byte {
 // no agent-controlled string is ever live markup; <at:record>: the exact
 // {event, receipt} JSON, for machines.
 func EntryBytes(e Entry) []byte {
+	var b bytes.Buffer
+	b.Grow(entryEstimate(e))
+	writeEntry(&b, e)
+	return b.Bytes()
+}
+
+// writeEntry writes EntryBytes(e) to b.
+func writeEntry(b *bytes.Buffer, e Entry) {
 	d, _ := Describe(e.Kind, e.Record)
 	if d.EventID == "" {
 		d.EventID = e.EventID
@@ -125,28 +149,26 @@ func EntryBytes(e Entry) []byte {
 	if author == "" {
 		author = "unknown sender"
 	}
-	var b bytes.Buffer
-	b.Grow(1024 + len(e.Record)*21/10)
+	title, content := d.Title(), d.HTML(author)
 	b.WriteString("  <entry>\n")
-	element(&b, "    ", "id", e.EventID)
-	element(&b, "    ", "title", d.Title())
-	element(&b, "    ", "updated", e.ReceivedAt.UTC().Format(TimeFormat))
+	element(b, "    ", "id", e.EventID)
+	element(b, "    ", "title", title)
+	element(b, "    ", "updated", e.ReceivedAt.UTC().Format(TimeFormat))
 	b.WriteString("    <author><name>")
-	escape(&b, author, false)
+	escape(b, author, false)
 	b.WriteString("</name></author>\n")
 	if e.Link != "" {
 		b.WriteString(`    <link rel="alternate" type="text/html" href="`)
-		attr(&b, e.Link)
+		attr(b, e.Link)
 		b.WriteString("\"/>\n")
 	}
 	b.WriteString(`    <content type="html">`)
-	escape(&b, d.HTML(author), false)
+	escape(b, content, false)
 	b.WriteString("</content>\n")
 	b.WriteString(`    <at:record type="application/json">`)
-	jsonText(&b, e.Record)
+	jsonText(b, e.Record)
 	b.WriteString("</at:record>\n")
 	b.WriteString("  </entry>\n")
-	return b.Bytes()
 }
 
 func element(b *bytes.Buffer, indent, name, text string) {
