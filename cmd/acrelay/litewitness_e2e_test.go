@@ -346,3 +346,43 @@ func TestLogWitnessLitewitness(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayWitnessesRelay: one acrelay as the C2SP witness of another's
+// log through the two flags: B lists A's project log (serve --witness-log
+// '<origin> <vkey>'), A submits to B (serve --log-witness '<B's witness
+// key> <B>/v1/witness/'); A serves its checkpoint with B's cosignature,
+// verified with x/mod's note and transparency-dev/formats.
+func TestRelayWitnessesRelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	bin := acrelayBinary(t)
+	const op = "rw-operator-token"
+	// A first, without witnesses, to learn its log key and a project's
+	// origin; then B, listing it; then A again, submitting to B.
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	dirA := t.TempDir()
+	argsA := []string{"--data-dir", dirA, "--public-url", "http://" + addrA}
+	a := startRelayAt(t, bin, addrA, argsA, "ACRELAY_OPERATOR_TOKEN="+op)
+	p := registerPublicProject(t, a.url, op)
+	logVkey := logKeyOf(t, a.url)
+	stopRelay(t, a)
+	b := startRelayAt(t, bin, addrB, []string{"--data-dir", t.TempDir(), "--witness-log", addrA + "/" + p.id + " " + logVkey},
+		"ACRELAY_OPERATOR_TOKEN="+op)
+	resp, err := http.Get(b.url + "/v1/witness-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	witnessVkey := strings.TrimSpace(string(wk))
+	a = startRelayAt(t, bin, addrA, append(argsA, "--log-witness", witnessVkey+" "+b.url+"/v1/witness/"), "ACRELAY_OPERATOR_TOKEN="+op)
+	for i := range 4 {
+		p.post(t, a.url, fmt.Sprintf("event %d", i))
+	}
+	sig, took := cosignedCheckpoint(t, a.url, p.id, "", logVkey, witnessVkey, 4, 30*time.Second)
+	if sig.Name != addrB+"/witness" {
+		t.Fatalf("cosigned by %q", sig.Name)
+	}
+	t.Logf("size 4 cosigned by relay B %s after the last 201", took.Round(time.Millisecond))
+}
