@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ func RunMatrix(t *testing.T, open func(t *testing.T) store.Store) {
 		{"matrix/submission_claims_concurrent", testMatrixSubmissionClaimsConcurrent},
 		{"matrix/submission_housekeeping", testMatrixSubmissionHousekeeping},
 		{"ui_sessions", testUISessions},
+		{"matrix/crypto_secrets", testMatrixCryptoSecrets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -350,4 +352,45 @@ func testUISessions(t *testing.T, s store.Store) {
 	}
 	_, err := s.UISession(ctx, a.Hash)
 	wantErr(t, "a deleted session", err, store.ErrNotFound)
+}
+
+// testMatrixCryptoSecrets: a secret is made once (the first create wins;
+// later creates are not called), names are independent, create's error
+// stores nothing, and the crypto database handle opens on the same
+// database (the secrets table is visible through it).
+func testMatrixCryptoSecrets(t *testing.T, s store.Store) {
+	mc, ok := s.(store.MatrixCrypto)
+	if !ok {
+		t.Fatal("the store does not implement store.MatrixCrypto")
+	}
+	boom := errors.New("boom")
+	if _, err := mc.MatrixCryptoSecret(ctx, store.MatrixPickleKey, func() (string, error) { return "", boom }); !errors.Is(err, boom) {
+		t.Fatalf("create's error: %v", err)
+	}
+	v, err := mc.MatrixCryptoSecret(ctx, store.MatrixPickleKey, func() (string, error) { return "first", nil })
+	if err != nil || v != "first" {
+		t.Fatalf("first: %q %v", v, err)
+	}
+	v, err = mc.MatrixCryptoSecret(ctx, store.MatrixPickleKey, func() (string, error) {
+		t.Error("create called for a stored secret")
+		return "second", nil
+	})
+	if err != nil || v != "first" {
+		t.Fatalf("again: %q %v, want first", v, err)
+	}
+	if v, err := mc.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return "rk", nil }); err != nil || v != "rk" {
+		t.Fatalf("another name: %q %v", v, err)
+	}
+	db, dialect, err := mc.MatrixCryptoDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if dialect != "sqlite" && dialect != "pgx" {
+		t.Fatalf("dialect %q", dialect)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM matrix_crypto_secrets").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("secrets through the crypto handle: %d %v, want 2", n, err)
+	}
 }
