@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,4 +301,55 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatalf("a written profile does not read back: %v", err)
 		}
 	})
+}
+
+// TestAgentInitRevokedKey: once an operator revoked the agent's key,
+// init no longer answers "already_registered" (every event the key signs
+// would be refused): it fails naming the revocation and the way out; a
+// new key given with --key is registered for the same identity and the
+// profile names it.
+func TestAgentInitRevokedKey(t *testing.T) {
+	agentEnvClear(t)
+	url, adminTok, _ := testRelay(t)
+	repo := gitRepo(t)
+	t.Chdir(repo)
+	t.Setenv("ACRELAY_ADMIN_TOKEN", adminTok)
+	args := []string{"--url", url, "--display-name", "parser-agent", "--repository-id", "repo:example/app", "--issue-token", "--json"}
+	out, _, err := runAgent(t, newAgentInitCmd(), "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res agentInitResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/admin/keys/"+res.SigningKeyID+"/revoke", nil)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+
+	_, _, err = runAgent(t, newAgentInitCmd(), "", args...)
+	if err == nil || !strings.Contains(err.Error(), "the relay lists this key (signing key "+res.SigningKeyID+") as revoked") || !strings.Contains(err.Error(), "--key NEW.pem") {
+		t.Fatalf("init with a revoked key: %v", err)
+	}
+
+	out, _, err = runAgent(t, newAgentInitCmd(), "", append(args, "--key", filepath.Join(repo, ".acrelay", "agent2.pem"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res2 agentInitResult
+	if err := json.Unmarshal([]byte(out), &res2); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := readProfileT(t, filepath.Join(repo, ".acrelay", "agent.json"))
+	if res2.Registration != "registered" || res2.KeyStatus != "created" || res2.IdentityID != res.IdentityID || res2.SigningKeyID == res.SigningKeyID ||
+		p.SigningKeyID != res2.SigningKeyID || p.resolve(p.KeyFile) != filepath.Join(repo, ".acrelay", "agent2.pem") {
+		t.Fatalf("new key: %+v, profile %+v", res2, p)
+	}
 }
