@@ -148,9 +148,24 @@ func jsonKind(goType string) string {
 	return "an object"
 }
 
+// needRepo refuses a missing or malformed repository_id before any
+// request: a malformed one would reach the relay only to be refused (or,
+// past the relay's header limit, answered with a bare 431).
 func needRepo(repo string) error {
 	if repo == "" {
 		return &toolError{Code: wire.CodeRepositoryIDRequired, Message: "repository_id is required"}
+	}
+	if !correspondence.ValidOpaqueID(repo) {
+		return &toolError{Code: wire.CodeRepositoryIDInvalid, Message: "repository_id is not a valid opaque id (spec §3: 1–256 characters, no whitespace, U+FEFF or control characters)"}
+	}
+	return nil
+}
+
+// checkThread refuses a malformed thread_id given to a read (the event
+// tools' thread ids are checked with the whole event); "" passes.
+func checkThread(thread string) error {
+	if thread != "" && !correspondence.ValidOpaqueID(thread) {
+		return &toolError{Code: wire.CodeThreadIDInvalid, Message: "thread_id is not a valid opaque id (spec §3: 1–256 characters, no whitespace, U+FEFF or control characters)"}
 	}
 	return nil
 }
@@ -379,6 +394,9 @@ func (s *mcpServer) toolVoice(ctx context.Context, raw json.RawMessage) (*mcp.Ca
 		return nil, err
 	}
 	if err := needRepo(a.RepositoryID); err != nil {
+		return nil, err
+	}
+	if err := checkThread(a.ThreadID); err != nil {
 		return nil, err
 	}
 	v, err := s.c.Voice(ctx, a.RepositoryID, a.ThreadID)
@@ -909,6 +927,9 @@ func (s *mcpServer) toolReadEvents(ctx context.Context, raw json.RawMessage) (*m
 	if err := needRepo(a.RepositoryID); err != nil {
 		return nil, err
 	}
+	if err := checkThread(a.ThreadID); err != nil {
+		return nil, err
+	}
 	limit := 50
 	if a.Limit != nil {
 		if *a.Limit < 1 || *a.Limit > 200 {
@@ -933,6 +954,9 @@ func (s *mcpServer) toolReadThread(ctx context.Context, raw json.RawMessage) (*m
 	}
 	if a.ThreadID == "" {
 		return nil, &toolError{Code: wire.CodeThreadIDInvalid, Message: "thread_id is required"}
+	}
+	if err := checkThread(a.ThreadID); err != nil {
+		return nil, err
 	}
 	return s.readPage(ctx, client.EventsQuery{RepositoryID: a.RepositoryID, ThreadID: a.ThreadID, After: int64(a.After), Limit: 200})
 }
