@@ -268,3 +268,20 @@ func TestMCPPostOutcomeUnknown(t *testing.T) {
 		s.stopFollowers()
 	}
 }
+
+// TestMCPClaimWithoutOverlapHasNoNotice: a claim no other identity's
+// overlaps quotes nobody, so its result spends no tokens on the notice
+// about quoted lines.
+func TestMCPClaimWithoutOverlapHasNoNotice(t *testing.T) {
+	f := newMCPFixture(t)
+	cs, _ := inProcessMCP(t, f)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "claim_paths",
+		Arguments: map[string]any{"repository_id": mcpRepo, "paths": []string{"web/solo"}, "ttl_seconds": 60}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	text := textOf(t, res)
+	if !strings.HasSuffix(text, "\nNo active claim of another identity overlaps these paths.") || strings.Contains(text, "⟦quoted") {
+		t.Fatalf("claim without overlap:\n%s", text)
+	}
+}

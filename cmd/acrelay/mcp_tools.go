@@ -530,8 +530,11 @@ func (s *mcpServer) toolClaimPaths(ctx context.Context, raw json.RawMessage) (*m
 	for _, wn := range out.Warnings {
 		b.WriteString("warning: " + wn + "\n")
 	}
-	b.WriteString(attributed.Notice)
-	return textResult(b.String(), out), nil
+	if len(out.Overlapping) > 0 {
+		// Only others' claims carry quoted words; the notice explains them.
+		b.WriteString(attributed.Notice)
+	}
+	return textResult(strings.TrimSuffix(b.String(), "\n"), out), nil
 }
 
 // ownClaim finds the newest event of one of the agent's claims: the one
