@@ -84,7 +84,7 @@ func (f *relayFlags) client(stderr io.Writer) (*client.Client, error) {
 		return nil, err
 	}
 	if f.url == "" {
-		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
+		return nil, errors.New("no relay URL: set --url or ACRELAY_URL, or run acrelay agent init here (its profile names the relay)")
 	}
 	tok, err := f.resolveToken()
 	if err != nil {

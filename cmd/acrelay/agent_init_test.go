@@ -178,7 +178,7 @@ func TestAgentInitRegistersAndIsIdempotent(t *testing.T) {
 	}
 	t.Setenv("ACRELAY_TOKEN", "")
 	// "none" turns the profile off.
-	if _, _, err := runAgent(t, newClaimsCmd(), "", "--repository-id", "repo:example/app", "--profile", "none"); err == nil || !strings.Contains(err.Error(), "no relay URL") {
+	if _, _, err := runAgent(t, newClaimsCmd(), "", "--repository-id", "repo:example/app", "--profile", "none"); err == nil || err.Error() != "no relay URL: set --url or ACRELAY_URL, or run acrelay agent init here (its profile names the relay)" {
 		t.Fatalf("--profile none: %v", err)
 	}
 	// A subdirectory finds the profile of its work tree.
