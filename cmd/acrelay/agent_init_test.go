@@ -353,3 +353,31 @@ func TestAgentInitRevokedKey(t *testing.T) {
 		t.Fatalf("new key: %+v, profile %+v", res2, p)
 	}
 }
+
+// TestProfileOverriddenBy: the ACRELAY_* variables that differ from the
+// profile are named (acrelay mcp warns with them), the same values or a
+// path naming the same file are not, and the token variable counts only
+// when the profile does not itself name it.
+func TestProfileOverriddenBy(t *testing.T) {
+	dir := t.TempDir()
+	p := &agentProfile{URL: "http://127.0.0.1:8080", ProjectID: "p", IdentityID: "me", SigningKeyID: "k", DeviceID: "d",
+		KeyFile: "agent.pem", TokenFile: "token", path: filepath.Join(dir, "agent.json")}
+	env := map[string]string{}
+	get := func(n string) string { return env[n] }
+	if got := p.overriddenBy(get); len(got) != 0 {
+		t.Fatalf("empty environment: %v", got)
+	}
+	env = map[string]string{"ACRELAY_URL": p.URL, "ACRELAY_IDENTITY_ID": "me", "ACRELAY_KEY_FILE": filepath.Join(dir, "sub", "..", "agent.pem"),
+		"ACRELAY_TOKEN_FILE": filepath.Join(dir, "token")}
+	if got := p.overriddenBy(get); len(got) != 0 {
+		t.Fatalf("same values: %v", got)
+	}
+	env = map[string]string{"ACRELAY_IDENTITY_ID": "someone-else", "ACRELAY_KEY_FILE": "other.pem", "ACRELAY_TOKEN": "acr_x", "ACRELAY_PROJECT_ID": "p"}
+	if got := strings.Join(p.overriddenBy(get), ","); got != "ACRELAY_IDENTITY_ID,ACRELAY_KEY_FILE,ACRELAY_TOKEN" {
+		t.Fatalf("overrides: %s", got)
+	}
+	p.TokenFile, p.TokenEnv = "", "ACRELAY_TOKEN"
+	if got := strings.Join(p.overriddenBy(get), ","); got != "ACRELAY_IDENTITY_ID,ACRELAY_KEY_FILE" {
+		t.Fatalf("token_env ACRELAY_TOKEN: %s", got)
+	}
+}

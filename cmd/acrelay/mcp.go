@@ -131,8 +131,14 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	if err := o.signer.applyProfile(); err != nil {
 		return err
 	}
-	if p, _ := o.signer.prof.get(); o.stateDir == "" && p != nil && p.path != "" {
-		o.stateDir = filepath.Dir(p.path)
+	if p, _ := o.signer.prof.get(); p != nil {
+		if o.stateDir == "" && p.path != "" {
+			o.stateDir = filepath.Dir(p.path)
+		}
+		if names := p.overriddenBy(os.Getenv); len(names) > 0 {
+			logger.Warn("ACRELAY_* variables set in the environment win over the agent profile; unset them if this server should act as the profile's agent",
+				"profile", p.path, "variables", strings.Join(names, ","))
+		}
 	}
 	seq, err := o.session(logger)
 	if err != nil {
