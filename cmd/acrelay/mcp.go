@@ -151,6 +151,7 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	}
 	s := newMCPServer(c, signer, seq, logger)
 	defer s.stopFollowers()
+	go checkOwnKey(ctx, c, signer, logger)
 	logger.Info("acrelay mcp ready", "relay", c.BaseURL.Redacted(), "project_id", signer.ProjectID,
 		"identity_id", signer.Sender.IdentityID, "session_id", signer.Sender.SessionID)
 	if o.httpAddr != "" {
@@ -331,4 +332,40 @@ func (l levelFloor) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (l levelFloor) WithGroup(n string) slog.Handler {
 	return levelFloor{l.Handler.WithGroup(n), l.min}
+}
+
+// checkOwnKey reads the project's key registry once, in the background
+// (a slow relay must not delay the client's start), and warns on stderr
+// when the agent could not post: its signing key unknown to the relay,
+// registered for another identity, holding another public key than the
+// key file's, or revoked. Each post would be refused with the relay's
+// code; the warning says why before the first one.
+func checkOwnKey(ctx context.Context, c *client.Client, signer *client.Signer, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, keys, err := c.Identities(ctx)
+	if err != nil {
+		logger.Warn("could not check the agent's key against the relay's registry", "err_code", asToolError(err).Code)
+		return
+	}
+	if w := ownKeyProblem(keys, signer); w != "" {
+		logger.Warn(w, "signing_key_id", signer.Sender.SigningKeyID, "identity_id", signer.Sender.IdentityID)
+	}
+}
+
+// ownKeyProblem is why the relay would refuse what signer signs, judged
+// from the registry's keys, or "".
+func ownKeyProblem(keys client.Keyring, signer *client.Signer) string {
+	k, ok := keys[signer.Sender.SigningKeyID]
+	switch {
+	case !ok:
+		return "the relay does not list this signing key: every post will be refused (register it: acrelay agent init)"
+	case k.IdentityID != signer.Sender.IdentityID:
+		return "the relay lists this signing key under another identity: every post will be refused (check the identity id and signing key id settings)"
+	case !k.PublicKey.Equal(signer.PublicKey()):
+		return "the key file is not the key the relay registered under this signing key id: every post will be refused (check the key file setting)"
+	case k.Status == "revoked":
+		return "the relay lists this signing key as revoked: every post will be refused (make a new key: acrelay agent init --key NEW.pem)"
+	}
+	return ""
 }

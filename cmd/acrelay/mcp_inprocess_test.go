@@ -285,3 +285,59 @@ func TestMCPClaimWithoutOverlapHasNoNotice(t *testing.T) {
 		t.Fatalf("claim without overlap:\n%s", text)
 	}
 }
+
+// TestMCPOwnKeyProblem: the start-up check names why the relay would
+// refuse the agent's posts, from the registry as the relay lists it.
+func TestMCPOwnKeyProblem(t *testing.T) {
+	f := newMCPFixture(t)
+	priv, err := client.LoadPrivateKey(f.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := client.NewSigner(priv, f.project, correspondence.Sender{IdentityID: f.agentID, SigningKeyID: f.agentKeyID,
+		DeviceID: uuid.NewString(), SessionID: uuid.NewString()})
+	c, _ := client.New(f.url, f.agentToken)
+	_, keys, err := c.Identities(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ownKeyProblem(keys, signer); p != "" {
+		t.Fatalf("registered key: %s", p)
+	}
+	other, _ := client.GenerateKey()
+	for _, tc := range []struct {
+		name   string
+		mutate func(s *client.Signer) *client.Signer
+		want   string
+	}{
+		{"unknown key id", func(s *client.Signer) *client.Signer {
+			o := *s
+			o.Sender.SigningKeyID = uuid.NewString()
+			return &o
+		}, "the relay does not list this signing key"},
+		{"another identity", func(s *client.Signer) *client.Signer {
+			o := *s
+			o.Sender.IdentityID = uuid.NewString()
+			return &o
+		}, "the relay lists this signing key under another identity"},
+		{"another key file", func(s *client.Signer) *client.Signer {
+			o, _ := client.NewSigner(other, f.project, s.Sender)
+			return o
+		}, "the key file is not the key the relay registered"},
+	} {
+		if p := ownKeyProblem(keys, tc.mutate(signer)); !strings.HasPrefix(p, tc.want) {
+			t.Errorf("%s: %q", tc.name, p)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.url+"/v1/admin/keys/"+f.agentKeyID+"/revoke", nil)
+	req.Header.Set("Authorization", "Bearer "+f.admin.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	_, keys, _ = c.Identities(t.Context())
+	if p := ownKeyProblem(keys, signer); !strings.HasPrefix(p, "the relay lists this signing key as revoked") {
+		t.Fatalf("revoked: %q", p)
+	}
+}
