@@ -381,3 +381,25 @@ func TestProfileOverriddenBy(t *testing.T) {
 		t.Fatalf("token_env ACRELAY_TOKEN: %s", got)
 	}
 }
+
+// TestSignMissingIdsSayWhere: a missing sender id names its flag, its
+// variable and the profile; the session id, which no profile holds, says
+// how to make one.
+func TestSignMissingIdsSayWhere(t *testing.T) {
+	agentEnvClear(t)
+	t.Chdir(t.TempDir())
+	key := filepath.Join(t.TempDir(), "agent.pem")
+	if _, _, err := runAgent(t, newKeygenCmd(), "", "--out", key); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kind", "intent", "--repository-id", "r", "--thread-id", "t", "--summary", "s", "--session-seq", "1", "--key", key}
+	_, _, err := runAgent(t, newSignCmd(), "", args...)
+	if err == nil || err.Error() != "--project-id (or ACRELAY_PROJECT_ID, or the agent profile: acrelay agent init) is required" {
+		t.Fatalf("no project: %v", err)
+	}
+	ids := []string{"--project-id", uuid.NewString(), "--identity-id", uuid.NewString(), "--signing-key-id", uuid.NewString(), "--device-id", uuid.NewString()}
+	_, _, err = runAgent(t, newSignCmd(), "", append(args, ids...)...)
+	if err == nil || !strings.HasPrefix(err.Error(), "--session-id (or ACRELAY_SESSION_ID) is required: a new UUID for each run of the agent") {
+		t.Fatalf("no session: %v", err)
+	}
+}
