@@ -54,8 +54,10 @@ func newMCPCmd() *cobra.Command {
 Codex, Cursor, Gemini CLI, …). It is a client of the relay: it signs every
 event locally with the agent's key (the relay never sees it), keeps
 session_seq itself, and is configured like every agent command: relay URL
-and token, key file and sender ids from the flags or the ACRELAY_*
-variables (docs/agents.md). HOME may be empty; no profile file is needed.
+and token, key file and sender ids from the flags, else the ACRELAY_*
+variables, else the agent profile that acrelay agent init wrote
+(.acrelay/agent.json of the work tree; docs/agents.md). HOME may be
+empty; no profile file is needed when the variables say everything.
 
 Transports: stdio by default (only MCP messages go to stdout; logs go to
 stderr). --http 127.0.0.1:PORT serves streamable HTTP at /mcp instead,
@@ -66,7 +68,8 @@ only unless --http-allow-remote.
 session_seq: with --state-dir (ACRELAY_STATE_DIR) and a session id, the
 last value used is kept in STATE/mcp-session-<session_id>.seq under an
 exclusive lock, so a restart continues the session without reusing a
-number. Without a state dir every run takes a fresh session id (a given
+number. The state dir defaults to the agent profile's directory when
+there is a profile. Without a state dir every run takes a fresh session id (a given
 ACRELAY_SESSION_ID is then ignored, with a notice). A missing device id is
 generated (and kept in the state dir when there is one).
 
@@ -94,7 +97,7 @@ stable code and message.`,
 	o.relay.add(cmd, true)
 	o.signer.add(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&o.stateDir, "state-dir", envOr("ACRELAY_STATE_DIR", ""), "directory for the session_seq file and device id (env ACRELAY_STATE_DIR; default none: a fresh session id per run)")
+	fs.StringVar(&o.stateDir, "state-dir", envOr("ACRELAY_STATE_DIR", ""), "directory for the session_seq file and device id (env ACRELAY_STATE_DIR; default: the agent profile's directory, else none: a fresh session id per run)")
 	fs.StringVar(&o.httpAddr, "http", envOr("ACRELAY_MCP_HTTP", ""), "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote) instead of stdio (env ACRELAY_MCP_HTTP)")
 	fs.StringVar(&o.httpToken, "http-token-file", envOr("ACRELAY_MCP_HTTP_TOKEN_FILE", ""), "file holding the bearer token HTTP clients must send; created with a random token when missing (env ACRELAY_MCP_HTTP_TOKEN_FILE, or the token itself in ACRELAY_MCP_HTTP_TOKEN)")
 	fs.BoolVar(&o.httpRemote, "http-allow-remote", false, "allow --http on a non-loopback address (still bearer-protected)")
