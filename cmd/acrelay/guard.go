@@ -66,7 +66,10 @@ acrelay's own hooks with the new options.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if command == "" {
-				command = defaultAcrelayCommand()
+				var err error
+				if command, err = defaultAcrelayCommand(); err != nil {
+					return err
+				}
 			}
 			return guardInstall(cmd.OutOrStdout(), command, strict, prePush, force)
 		},

@@ -126,7 +126,9 @@ func runSetup(o setupOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.command == "" {
-		o.command = defaultAcrelayCommand()
+		if o.command, err = defaultAcrelayCommand(); err != nil {
+			return err
+		}
 	}
 	plan, err := planSetup(o, root)
 	if err != nil {
@@ -164,20 +166,33 @@ func runSetup(o setupOptions, stdout, stderr io.Writer) error {
 }
 
 // defaultAcrelayCommand is "acrelay" when PATH finds this executable
-// under that name, else this executable's absolute path.
-func defaultAcrelayCommand() string {
+// under that name, else this executable's absolute path. An executable
+// that go run built in a temporary directory is refused: the path would
+// be gone when go run exits, leaving the client (or the git hook) a
+// command that does not exist.
+func defaultAcrelayCommand() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "acrelay"
+		return "acrelay", nil
 	}
 	if lp, err := exec.LookPath("acrelay"); err == nil {
 		a, err1 := os.Stat(lp)
 		b, err2 := os.Stat(exe)
 		if err1 == nil && err2 == nil && os.SameFile(a, b) {
-			return "acrelay"
+			return "acrelay", nil
 		}
 	}
-	return exe
+	if goRunBuild(exe) {
+		return "", errors.New("this acrelay runs from go run's temporary build, which is deleted when it exits: install it (go install ./cmd/acrelay, with $(go env GOPATH)/bin on PATH) and run this again, or pass --command /path/to/acrelay")
+	}
+	return exe, nil
+}
+
+// goRunBuild reports whether exe is a binary go run built and will
+// delete: $TMPDIR/go-build<digits>/b<nnn>/exe/<name>.
+func goRunBuild(exe string) bool {
+	dir := filepath.Dir(exe)
+	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
 }
 
 // serverEntry is what the MCP entry needs: the command, the variables to

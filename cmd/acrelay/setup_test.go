@@ -397,3 +397,25 @@ func TestSetupKeepsUserMembersOfItsEntry(t *testing.T) {
 		t.Fatalf("gemini entry: %#v", g)
 	}
 }
+
+// TestGoRunBuildIsNotACommand: the temporary binary of go run (the
+// README runs acrelay that way) is recognised, so setup and guard
+// install refuse to write its soon-deleted path into a client's
+// configuration or a git hook; an installed binary is not mistaken for
+// one.
+func TestGoRunBuildIsNotACommand(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build2314027682/b001/exe/acrelay":                  true,
+		"/var/folders/x/T/go-build123/b001/exe/acrelay":             true,
+		"/root/go/bin/acrelay":                                      false,
+		"/usr/local/bin/acrelay":                                    false,
+		"/home/me/exe/acrelay":                                      false,
+		"/tmp/go-build2314027682/b001/acrelay.test":                 false,
+		"/opt/acrelay/go-build-cache/acrelay":                       false,
+		"/tmp/TestInitSetupHookAndServer123/001/acrelay-under-test": false,
+	} {
+		if got := goRunBuild(exe); got != want {
+			t.Errorf("%s: %v, want %v", exe, got, want)
+		}
+	}
+}
