@@ -301,11 +301,11 @@ func TestKeyringRefusals(t *testing.T) {
 		mod  func(e *correspondence.Event)
 		want error
 	}{
-		{"ok", Keyring{testSender.SigningKeyID: {testSender.IdentityID, pub}}, nil, nil},
+		{"ok", Keyring{testSender.SigningKeyID: {IdentityID: testSender.IdentityID, PublicKey: pub}}, nil, nil},
 		{"unknown key", Keyring{}, nil, ErrUnknownSigningKey},
-		{"key of another identity", Keyring{testSender.SigningKeyID: {"99999999-9999-4999-8999-999999999999", pub}}, nil, ErrKeyIdentityMismatch},
-		{"wrong public key", Keyring{testSender.SigningKeyID: {testSender.IdentityID, other.Public().(ed25519.PublicKey)}}, nil, correspondence.ErrSignatureInvalid},
-		{"forged id", Keyring{testSender.SigningKeyID: {testSender.IdentityID, pub}}, func(e *correspondence.Event) { e.ID = idA }, correspondence.ErrEventIDMismatch},
+		{"key of another identity", Keyring{testSender.SigningKeyID: {IdentityID: "99999999-9999-4999-8999-999999999999", PublicKey: pub}}, nil, ErrKeyIdentityMismatch},
+		{"wrong public key", Keyring{testSender.SigningKeyID: {IdentityID: testSender.IdentityID, PublicKey: other.Public().(ed25519.PublicKey)}}, nil, correspondence.ErrSignatureInvalid},
+		{"forged id", Keyring{testSender.SigningKeyID: {IdentityID: testSender.IdentityID, PublicKey: pub}}, func(e *correspondence.Event) { e.ID = idA }, correspondence.ErrEventIDMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,10 +81,14 @@ func (e *APIError) Retryable() bool {
 }
 
 // Key is one known signing key: the identity it belongs to and its
-// Ed25519 public key.
+// Ed25519 public key. Status is the registry's "active" or "revoked" for
+// a key read from the relay (Client.Identities), "" for one from a
+// keyring file; a revoked key still verifies what it signed before its
+// revocation.
 type Key struct {
 	IdentityID string
 	PublicKey  ed25519.PublicKey
+	Status     string
 }
 
 // Keyring holds the signing keys a Client trusts, by signing_key_id.

@@ -190,9 +190,9 @@ type registryKeysPage struct {
 // Identities reads the project's key registry (GET
 // /v1/correspondence/keys, read scope; every page) and returns its
 // identities by identity_id, and a Keyring of all its keys (revoked ones
-// too: they signed history before their revocation, and the relay refused
-// anything they signed after), which verifies records signed by any
-// identity of the project. Errors:
+// too, with Key.Status "revoked": they signed history before their
+// revocation, and the relay refused anything they signed after), which
+// verifies records signed by any identity of the project. Errors:
 // *APIError, ErrMalformedRecord.
 func (c *Client) Identities(ctx context.Context) (map[string]Identity, Keyring, error) {
 	ids := map[string]Identity{}
@@ -217,7 +217,7 @@ func (c *Client) Identities(ctx context.Context) (map[string]Identity, Keyring, 
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: key %s: %w", ErrMalformedRecord, k.SigningKeyID, err)
 			}
-			keys[k.SigningKeyID] = Key{IdentityID: k.IdentityID, PublicKey: pub}
+			keys[k.SigningKeyID] = Key{IdentityID: k.IdentityID, PublicKey: pub, Status: k.Status}
 		}
 		if !page.Page.HasMore || page.Page.NextAfter == nil || *page.Page.NextAfter == after {
 			return ids, keys, nil

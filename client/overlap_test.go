@@ -96,7 +96,7 @@ func TestOthersClaims(t *testing.T) {
 	if id := ids[other.Signer.Sender.IdentityID]; id.DisplayName != "sdk test" || id.Status != "active" {
 		t.Fatalf("identity %+v", id)
 	}
-	if k, ok := keys[other.Signer.Sender.SigningKeyID]; !ok || !k.PublicKey.Equal(other.Signer.PublicKey()) {
+	if k, ok := keys[other.Signer.Sender.SigningKeyID]; !ok || !k.PublicKey.Equal(other.Signer.PublicKey()) || k.Status != "active" {
 		t.Fatalf("keyring lacks the other's key")
 	}
 	if err := keys.Verify(parser); err != nil {

@@ -93,7 +93,7 @@ func (f *relayFlags) client(stderr io.Writer) (*client.Client, error) {
 		return nil, err
 	}
 	if f.url == "" {
-		return nil, errors.New("no relay URL: set --url or ACRELAY_URL")
+		return nil, errors.New("no relay URL: set --url or ACRELAY_URL, or run acrelay agent init here (its profile names the relay)")
 	}
 	tok, err := f.resolveToken()
 	if err != nil {
@@ -165,11 +165,21 @@ func (f *signerFlags) signer(partial bool) (*client.Signer, error) {
 		return nil, err
 	}
 	if !partial {
-		for name, v := range map[string]string{"--project-id": f.projectID, "--identity-id": f.sender.IdentityID,
-			"--signing-key-id": f.sender.SigningKeyID, "--device-id": f.sender.DeviceID, "--session-id": f.sender.SessionID} {
-			if v == "" {
-				return nil, fmt.Errorf("%s is required", name)
+		for _, id := range []struct{ flag, env, v string }{
+			{"--project-id", "ACRELAY_PROJECT_ID", f.projectID},
+			{"--identity-id", "ACRELAY_IDENTITY_ID", f.sender.IdentityID},
+			{"--signing-key-id", "ACRELAY_SIGNING_KEY_ID", f.sender.SigningKeyID},
+			{"--device-id", "ACRELAY_DEVICE_ID", f.sender.DeviceID},
+			{"--session-id", "ACRELAY_SESSION_ID", f.sender.SessionID},
+		} {
+			if id.v != "" {
+				continue
 			}
+			if id.flag == "--session-id" {
+				// The one id no profile holds: one per run of the agent.
+				return nil, errors.New("--session-id (or ACRELAY_SESSION_ID) is required: a new UUID for each run of the agent, e.g. export ACRELAY_SESSION_ID=$(cat /proc/sys/kernel/random/uuid); the agent profile holds no session id")
+			}
+			return nil, fmt.Errorf("%s (or %s, or the agent profile: acrelay agent init) is required", id.flag, id.env)
 		}
 	}
 	return client.NewSigner(priv, f.projectID, f.sender)

@@ -367,6 +367,9 @@ func register(ctx context.Context, p *agentProfile, res *agentInitResult, admin,
 			if st := ids[k.IdentityID].Status; st != "active" {
 				return fmt.Errorf("the relay knows this key under an identity that is %s: make a new key with --key", st)
 			}
+			if k.Status == "revoked" {
+				return fmt.Errorf("the relay lists this key (signing key %s) as revoked: every event it signs is refused (sender_or_signing_key_not_active). Make a new key: run init again with --key NEW.pem (a file that does not exist yet), with an admin token to register it", keyID)
+			}
 			p.IdentityID, p.SigningKeyID, res.Registration = k.IdentityID, keyID, "already_registered"
 			return nil
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,7 +178,7 @@ func TestAgentInitRegistersAndIsIdempotent(t *testing.T) {
 	}
 	t.Setenv("ACRELAY_TOKEN", "")
 	// "none" turns the profile off.
-	if _, _, err := runAgent(t, newClaimsCmd(), "", "--repository-id", "repo:example/app", "--profile", "none"); err == nil || !strings.Contains(err.Error(), "no relay URL") {
+	if _, _, err := runAgent(t, newClaimsCmd(), "", "--repository-id", "repo:example/app", "--profile", "none"); err == nil || err.Error() != "no relay URL: set --url or ACRELAY_URL, or run acrelay agent init here (its profile names the relay)" {
 		t.Fatalf("--profile none: %v", err)
 	}
 	// A subdirectory finds the profile of its work tree.
@@ -300,4 +301,105 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatalf("a written profile does not read back: %v", err)
 		}
 	})
+}
+
+// TestAgentInitRevokedKey: once an operator revoked the agent's key,
+// init no longer answers "already_registered" (every event the key signs
+// would be refused): it fails naming the revocation and the way out; a
+// new key given with --key is registered for the same identity and the
+// profile names it.
+func TestAgentInitRevokedKey(t *testing.T) {
+	agentEnvClear(t)
+	url, adminTok, _ := testRelay(t)
+	repo := gitRepo(t)
+	t.Chdir(repo)
+	t.Setenv("ACRELAY_ADMIN_TOKEN", adminTok)
+	args := []string{"--url", url, "--display-name", "parser-agent", "--repository-id", "repo:example/app", "--issue-token", "--json"}
+	out, _, err := runAgent(t, newAgentInitCmd(), "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res agentInitResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/admin/keys/"+res.SigningKeyID+"/revoke", nil)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d", resp.StatusCode)
+	}
+
+	_, _, err = runAgent(t, newAgentInitCmd(), "", args...)
+	if err == nil || !strings.Contains(err.Error(), "the relay lists this key (signing key "+res.SigningKeyID+") as revoked") || !strings.Contains(err.Error(), "--key NEW.pem") {
+		t.Fatalf("init with a revoked key: %v", err)
+	}
+
+	out, _, err = runAgent(t, newAgentInitCmd(), "", append(args, "--key", filepath.Join(repo, ".acrelay", "agent2.pem"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res2 agentInitResult
+	if err := json.Unmarshal([]byte(out), &res2); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := readProfileT(t, filepath.Join(repo, ".acrelay", "agent.json"))
+	if res2.Registration != "registered" || res2.KeyStatus != "created" || res2.IdentityID != res.IdentityID || res2.SigningKeyID == res.SigningKeyID ||
+		p.SigningKeyID != res2.SigningKeyID || p.resolve(p.KeyFile) != filepath.Join(repo, ".acrelay", "agent2.pem") {
+		t.Fatalf("new key: %+v, profile %+v", res2, p)
+	}
+}
+
+// TestProfileOverriddenBy: the ACRELAY_* variables that differ from the
+// profile are named (acrelay mcp warns with them), the same values or a
+// path naming the same file are not, and the token variable counts only
+// when the profile does not itself name it.
+func TestProfileOverriddenBy(t *testing.T) {
+	dir := t.TempDir()
+	p := &agentProfile{URL: "http://127.0.0.1:8080", ProjectID: "p", IdentityID: "me", SigningKeyID: "k", DeviceID: "d",
+		KeyFile: "agent.pem", TokenFile: "token", path: filepath.Join(dir, "agent.json")}
+	env := map[string]string{}
+	get := func(n string) string { return env[n] }
+	if got := p.overriddenBy(get); len(got) != 0 {
+		t.Fatalf("empty environment: %v", got)
+	}
+	env = map[string]string{"ACRELAY_URL": p.URL, "ACRELAY_IDENTITY_ID": "me", "ACRELAY_KEY_FILE": filepath.Join(dir, "sub", "..", "agent.pem"),
+		"ACRELAY_TOKEN_FILE": filepath.Join(dir, "token")}
+	if got := p.overriddenBy(get); len(got) != 0 {
+		t.Fatalf("same values: %v", got)
+	}
+	env = map[string]string{"ACRELAY_IDENTITY_ID": "someone-else", "ACRELAY_KEY_FILE": "other.pem", "ACRELAY_TOKEN": "acr_x", "ACRELAY_PROJECT_ID": "p"}
+	if got := strings.Join(p.overriddenBy(get), ","); got != "ACRELAY_IDENTITY_ID,ACRELAY_KEY_FILE,ACRELAY_TOKEN" {
+		t.Fatalf("overrides: %s", got)
+	}
+	p.TokenFile, p.TokenEnv = "", "ACRELAY_TOKEN"
+	if got := strings.Join(p.overriddenBy(get), ","); got != "ACRELAY_IDENTITY_ID,ACRELAY_KEY_FILE" {
+		t.Fatalf("token_env ACRELAY_TOKEN: %s", got)
+	}
+}
+
+// TestSignMissingIdsSayWhere: a missing sender id names its flag, its
+// variable and the profile; the session id, which no profile holds, says
+// how to make one.
+func TestSignMissingIdsSayWhere(t *testing.T) {
+	agentEnvClear(t)
+	t.Chdir(t.TempDir())
+	key := filepath.Join(t.TempDir(), "agent.pem")
+	if _, _, err := runAgent(t, newKeygenCmd(), "", "--out", key); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kind", "intent", "--repository-id", "r", "--thread-id", "t", "--summary", "s", "--session-seq", "1", "--key", key}
+	_, _, err := runAgent(t, newSignCmd(), "", args...)
+	if err == nil || err.Error() != "--project-id (or ACRELAY_PROJECT_ID, or the agent profile: acrelay agent init) is required" {
+		t.Fatalf("no project: %v", err)
+	}
+	ids := []string{"--project-id", uuid.NewString(), "--identity-id", uuid.NewString(), "--signing-key-id", uuid.NewString(), "--device-id", uuid.NewString()}
+	_, _, err = runAgent(t, newSignCmd(), "", append(args, ids...)...)
+	if err == nil || !strings.HasPrefix(err.Error(), "--session-id (or ACRELAY_SESSION_ID) is required: a new UUID for each run of the agent") {
+		t.Fatalf("no session: %v", err)
+	}
 }

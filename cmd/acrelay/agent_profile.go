@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -267,4 +268,40 @@ func (p *agentProfile) fillSigner(f *signerFlags) {
 	fill(&f.sender.IdentityID, p.IdentityID)
 	fill(&f.sender.SigningKeyID, p.SigningKeyID)
 	fill(&f.sender.DeviceID, p.DeviceID)
+}
+
+// overriddenBy lists, sorted, the ACRELAY_* variables set in the
+// environment that differ from what the profile says: each wins over
+// the profile (flags and variables are the upper layers), which in a
+// shell left with another agent's exports mixes two agents' settings
+// (one's identity id, the other's key). Names only, never values.
+func (p *agentProfile) overriddenBy(getenv func(string) string) []string {
+	var out []string
+	same := func(a, b string) bool {
+		if a == b {
+			return true
+		}
+		aa, err1 := filepath.Abs(a)
+		bb, err2 := filepath.Abs(b)
+		return err1 == nil && err2 == nil && aa == bb
+	}
+	for name, v := range map[string]string{
+		"ACRELAY_URL": p.URL, "ACRELAY_PROJECT_ID": p.ProjectID, "ACRELAY_IDENTITY_ID": p.IdentityID,
+		"ACRELAY_SIGNING_KEY_ID": p.SigningKeyID, "ACRELAY_DEVICE_ID": p.DeviceID,
+	} {
+		if e := getenv(name); e != "" && e != v {
+			out = append(out, name)
+		}
+	}
+	if e := getenv("ACRELAY_KEY_FILE"); e != "" && !same(e, p.resolve(p.KeyFile)) {
+		out = append(out, "ACRELAY_KEY_FILE")
+	}
+	if getenv("ACRELAY_TOKEN") != "" && p.TokenEnv != "ACRELAY_TOKEN" {
+		out = append(out, "ACRELAY_TOKEN")
+	}
+	if e := getenv("ACRELAY_TOKEN_FILE"); e != "" && !same(e, p.resolve(p.TokenFile)) {
+		out = append(out, "ACRELAY_TOKEN_FILE")
+	}
+	slices.Sort(out)
+	return out
 }

@@ -66,7 +66,10 @@ acrelay's own hooks with the new options.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if command == "" {
-				command = defaultAcrelayCommand()
+				var err error
+				if command, err = defaultAcrelayCommand(); err != nil {
+					return err
+				}
 			}
 			return guardInstall(cmd.OutOrStdout(), command, strict, prePush, force)
 		},
@@ -180,7 +183,10 @@ func newGuardCheckCmd() *cobra.Command {
 		Short: "Print the active claims of other identities overlapping some paths",
 		Long: `check prints, for each path, the active claims of other identities that
 overlap it (spec §4: the claim's prefix equals the path or is a parent
-of it, or is "."). The paths are --paths, or with --staged the paths
+of it, or is "."). The paths are --paths (relative to the current
+directory or absolute, as git takes them: an edit-time hook may pass
+the absolute file name it is given; a path outside the work tree is
+ignored, saying so), or with --staged the paths
 the staged changes touch (both names of a rename; in a merge, only the
 paths that differ from every parent, i.e. what the merge itself
 changes), or with --hook pre-push the paths of the commits named on
@@ -189,7 +195,8 @@ and summary, the owner's display name) are quoted and attributed, never
 to be taken as instructions.
 
 Exit status 0 when there is no overlap, when the relay cannot be
-reached or answers with an error (said on stderr), or when overlaps are
+reached or answers with an error (it says so: on stderr in a hook,
+else on stdout), or when overlaps are
 found without --strict; 1 when overlaps are found with --strict.
 ` + guardBypassEnv + `=1 skips the check. Settings come from flags,
 ACRELAY_* and the agent profile like every agent command.`,
@@ -202,7 +209,7 @@ ACRELAY_* and the agent profile like every agent command.`,
 	}
 	o.self.add(cmd)
 	fs := cmd.Flags()
-	fs.StringSliceVar(&o.paths, "paths", nil, "repository paths to check (comma-separated or repeated)")
+	fs.StringSliceVar(&o.paths, "paths", nil, "paths to check (comma-separated or repeated), relative to the current directory or absolute, as git takes them")
 	fs.BoolVar(&o.staged, "staged", false, "check the paths of the staged changes")
 	fs.StringVar(&o.hook, "hook", "", `running as this git hook: "pre-commit" or "pre-push" (pre-push reads the refs from standard input); output goes to stderr`)
 	fs.BoolVar(&o.strict, "strict", false, "exit 1 when an overlap is found")
@@ -216,13 +223,16 @@ func guardCheck(ctx context.Context, o guardCheckOptions, stdin io.Reader, stdou
 	if o.hook != "" {
 		out = stderr
 	}
-	what := "check"
+	what := "paths"
 	switch o.hook {
 	case "pre-commit":
 		what = "commit"
 	case "pre-push":
 		what = "push"
 	case "":
+		if len(o.paths) == 0 && !o.staged {
+			return errors.New("nothing to check: pass --paths P,… (paths relative to the current directory, or absolute) or --staged")
+		}
 	default:
 		return fmt.Errorf("--hook %q: want pre-commit or pre-push", o.hook)
 	}
@@ -230,13 +240,16 @@ func guardCheck(ctx context.Context, o guardCheckOptions, stdin io.Reader, stdou
 		fmt.Fprintf(out, "acrelay guard: skipped (%s is set)\n", guardBypassEnv)
 		return nil
 	}
-	paths := slices.Clone(o.paths)
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	top := gitTopLevel(cwd)
+	paths, outside := repoPaths(cwd, top, o.paths)
+	if len(outside) > 0 {
+		fmt.Fprintf(out, "acrelay guard: %d path(s) outside this git work tree ignored: %s\n", len(outside), strings.Join(outside, ", "))
+	}
 	if o.staged || o.hook != "" {
-		cwd, err := os.Getwd()
-		if err != nil {
-			return err
-		}
-		top := gitTopLevel(cwd)
 		if top == "" {
 			return errors.New("not in a git work tree")
 		}
@@ -279,6 +292,9 @@ func guardCheck(ctx context.Context, o guardCheckOptions, stdin io.Reader, stdou
 	names, _, _ := c.Identities(ctx) // display names; without them, ids alone
 	writeGuardReport(out, paths, res, names, what, time.Now())
 	if o.strict {
+		if what == "paths" {
+			return &exitError{code: 1, err: fmt.Errorf("guard: overlap found (--strict): these paths are claimed by other identities; coordinate with them, or skip once with %s=1", guardBypassEnv)}
+		}
 		return &exitError{code: 1, err: fmt.Errorf("guard: %s blocked (--strict): it touches paths other identities have claimed; coordinate with them, or skip once with %s=1", what, guardBypassEnv)}
 	}
 	return nil
@@ -312,7 +328,11 @@ func writeGuardReport(w io.Writer, paths []string, res *client.OthersClaims, nam
 			n++
 		}
 	}
-	fmt.Fprintf(w, "acrelay guard: %d path(s) of this %s overlap active claims of other identities (claims are advisory: they inform, they lock nothing)\n", n, what)
+	of := "of this " + what
+	if what == "paths" {
+		of = "checked"
+	}
+	fmt.Fprintf(w, "acrelay guard: %d path(s) %s overlap active claims of other identities (claims are advisory: they inform, they lock nothing)\n", n, of)
 	for _, p := range paths {
 		for _, oc := range byPath[p] {
 			a := authorOf(names, oc.OwnerIdentityID)
@@ -404,6 +424,58 @@ func splitZ(b []byte) []string {
 		}
 	}
 	return out
+}
+
+// repoPaths turns the paths given with --paths into repository paths, as
+// git does: relative to the current directory cwd, or absolute, and made
+// relative to the work tree top ("src/parser/lexer.go" from the top,
+// "lexer.go" from src/parser and "/abs/repo/src/parser/lexer.go" alike;
+// an edit-time hook usually gets absolute file names). A path outside
+// the work tree is returned in outside, as given. Outside a git work
+// tree (top == "") paths are taken as repository paths unchanged.
+func repoPaths(cwd, top string, in []string) (paths, outside []string) {
+	if top == "" {
+		return slices.Clone(in), nil
+	}
+	// git prints the top with symbolic links resolved; cwd and the given
+	// absolute paths may go through one.
+	tops := []string{top}
+	if r, err := filepath.EvalSymlinks(top); err == nil && r != top {
+		tops = append(tops, r)
+	}
+	if r, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = r
+	}
+	rel := func(abs string) (string, bool) {
+		for _, t := range tops {
+			if r, err := filepath.Rel(t, abs); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+				return filepath.ToSlash(r), true
+			}
+		}
+		return "", false
+	}
+	for _, p := range in {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		abs := p
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(cwd, p)
+		}
+		r, ok := rel(filepath.Clean(abs))
+		if !ok {
+			if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+				r, ok = rel(resolved)
+			}
+		}
+		if !ok {
+			outside = append(outside, p)
+			continue
+		}
+		paths = append(paths, r)
+	}
+	return paths, outside
 }
 
 // cleanPaths trims, drops empties and "./", and removes duplicates,

@@ -265,3 +265,61 @@ func TestGuardInstalledHook(t *testing.T) {
 		t.Fatalf("bypassed push: %v\n%s", err, out)
 	}
 }
+
+// TestGuardCheckPathsAsGitTakesThem: --paths are relative to the current
+// directory or absolute (an edit-time hook gets absolute file names), as
+// git takes them; a path outside the work tree is ignored and said; no
+// path at all is an error, not a silent pass; by hand the messages speak
+// of the paths checked, not of a commit.
+func TestGuardCheckPathsAsGitTakesThem(t *testing.T) {
+	r := newAgentRepo(t)
+	bob := "\n  src/parser/lexer.go\n    claimed by identity \"bob\" (" + r.bob.Signer.Sender.IdentityID + ")"
+
+	// From the top, the repository path; from anywhere, the absolute one.
+	abs := filepath.Join(r.dir, "src", "parser", "lexer.go")
+	for _, p := range []string{"src/parser/lexer.go", "./src/parser/lexer.go", abs} {
+		out, _, err := runAgent(t, newGuardCheckCmd(), "", "--paths", p)
+		if err != nil || !strings.HasPrefix(out, "acrelay guard: 1 path(s) checked overlap active claims of other identities") || !strings.Contains(out, bob) {
+			t.Fatalf("--paths %s from the top: %v\n%s", p, err, out)
+		}
+	}
+	// From a subdirectory, relative to it.
+	sub := filepath.Join(r.dir, "src", "parser")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(sub)
+	for _, p := range []string{"lexer.go", abs} {
+		out, _, err := runAgent(t, newGuardCheckCmd(), "", "--paths", p)
+		if err != nil || !strings.Contains(out, bob) {
+			t.Fatalf("--paths %s from src/parser: %v\n%s", p, err, out)
+		}
+	}
+	// Outside the work tree: ignored, and said; the rest is checked.
+	out, _, err := runAgent(t, newGuardCheckCmd(), "", "--paths", "../../../elsewhere.go,/etc/passwd,lexer.go")
+	if err != nil || !strings.HasPrefix(out, "acrelay guard: 2 path(s) outside this git work tree ignored: ../../../elsewhere.go, /etc/passwd\n") || !strings.Contains(out, bob) {
+		t.Fatalf("outside: %v\n%s", err, out)
+	}
+	// --strict by hand: an overlap found, not a commit blocked.
+	_, _, err = runAgent(t, newGuardCheckCmd(), "", "--paths", "lexer.go", "--strict")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), "guard: overlap found (--strict)") {
+		t.Fatalf("strict by hand: %v", err)
+	}
+	// Nothing to check is an error.
+	if _, _, err := runAgent(t, newGuardCheckCmd(), ""); err == nil || !strings.Contains(err.Error(), "nothing to check: pass --paths") {
+		t.Fatalf("no paths: %v", err)
+	}
+	// A relay that cannot be reached: the paths are not checked, said so.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	t.Setenv("ACRELAY_URL", dead)
+	out, _, err = runAgent(t, newGuardCheckCmd(), "", "--paths", "lexer.go", "--strict")
+	if err != nil || out != "acrelay guard: relay unreachable (connection refused); paths not checked\n" {
+		t.Fatalf("unreachable: %v %q", err, out)
+	}
+}

@@ -416,7 +416,12 @@ func inboxNews(ev *correspondence.Event, own, threads map[string]bool, myPaths [
 		lines = append(lines, "    "+attributed.QuoteList(a, "paths", ev.Scope.Paths))
 		thread()
 	case strings.HasPrefix(string(k), "ack.") && namesMine:
-		lines = append(lines, head(strings.TrimPrefix(string(k), "ack.")+targets()))
+		// "seen" and "understood" are past participles: "has seen your event".
+		verb := strings.TrimPrefix(string(k), "ack.")
+		if verb == "seen" || verb == "understood" {
+			verb = "has " + verb
+		}
+		lines = append(lines, head(verb+targets()))
 		quote("result_revision")
 		quote("detail")
 	case (k == correspondence.KindConflictRaise || k == correspondence.KindConflictResolve || k == correspondence.KindRepair) && namesMine:

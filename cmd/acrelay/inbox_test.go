@@ -216,3 +216,32 @@ func FuzzInboxState(f *testing.F) {
 		}
 	})
 }
+
+// TestInboxAckWording: the acknowledgements read as sentences: "has seen
+// your event", "has understood your event", "applied your event".
+func TestInboxAckWording(t *testing.T) {
+	r := newAgentRepo(t)
+	me := r.selfSession(t)
+	const repo = "repo:example/app"
+	mine := client.At{RepositoryID: repo, ThreadID: "task:lexer", Scope: correspondence.Scope{Paths: []string{"src/parser/lexer"}}}
+	myWork := postAs(t, r.admin, me, mine, client.Progress("lexer half done"))
+	if _, _, err := runAgent(t, newInboxCmd(), ""); err != nil { // the first look
+		t.Fatal(err)
+	}
+	bob := `identity "bob" (` + r.bob.Signer.Sender.IdentityID + `)`
+	at := client.At{RepositoryID: repo, ThreadID: "task:lexer", Scope: correspondence.Scope{Paths: []string{"src/parser"}}, Parents: []string{myWork.ID}}
+	postAs(t, r.admin, r.bob, at, client.AckSeen(myWork.ID, ""))
+	postAs(t, r.admin, r.bob, at, client.AckUnderstood(myWork.ID, ""))
+	out, _, err := runAgent(t, newInboxCmd(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\n- [ack.seen] " + bob + " has seen your event " + shortID(myWork.ID) + " (event ",
+		"\n- [ack.understood] " + bob + " has understood your event " + shortID(myWork.ID) + " (event ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("inbox lacks %q:\n%s", want, out)
+		}
+	}
+}

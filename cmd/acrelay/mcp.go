@@ -54,8 +54,10 @@ func newMCPCmd() *cobra.Command {
 Codex, Cursor, Gemini CLI, …). It is a client of the relay: it signs every
 event locally with the agent's key (the relay never sees it), keeps
 session_seq itself, and is configured like every agent command: relay URL
-and token, key file and sender ids from the flags or the ACRELAY_*
-variables (docs/agents.md). HOME may be empty; no profile file is needed.
+and token, key file and sender ids from the flags, else the ACRELAY_*
+variables, else the agent profile that acrelay agent init wrote
+(.acrelay/agent.json of the work tree; docs/agents.md). HOME may be
+empty; no profile file is needed when the variables say everything.
 
 Transports: stdio by default (only MCP messages go to stdout; logs go to
 stderr). --http 127.0.0.1:PORT serves streamable HTTP at /mcp instead,
@@ -66,7 +68,8 @@ only unless --http-allow-remote.
 session_seq: with --state-dir (ACRELAY_STATE_DIR) and a session id, the
 last value used is kept in STATE/mcp-session-<session_id>.seq under an
 exclusive lock, so a restart continues the session without reusing a
-number. Without a state dir every run takes a fresh session id (a given
+number. The state dir defaults to the agent profile's directory when
+there is a profile. Without a state dir every run takes a fresh session id (a given
 ACRELAY_SESSION_ID is then ignored, with a notice). A missing device id is
 generated (and kept in the state dir when there is one).
 
@@ -94,7 +97,7 @@ stable code and message.`,
 	o.relay.add(cmd, true)
 	o.signer.add(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&o.stateDir, "state-dir", envOr("ACRELAY_STATE_DIR", ""), "directory for the session_seq file and device id (env ACRELAY_STATE_DIR; default none: a fresh session id per run)")
+	fs.StringVar(&o.stateDir, "state-dir", envOr("ACRELAY_STATE_DIR", ""), "directory for the session_seq file and device id (env ACRELAY_STATE_DIR; default: the agent profile's directory, else none: a fresh session id per run)")
 	fs.StringVar(&o.httpAddr, "http", envOr("ACRELAY_MCP_HTTP", ""), "serve streamable HTTP at ADDR (host:port, loopback unless --http-allow-remote) instead of stdio (env ACRELAY_MCP_HTTP)")
 	fs.StringVar(&o.httpToken, "http-token-file", envOr("ACRELAY_MCP_HTTP_TOKEN_FILE", ""), "file holding the bearer token HTTP clients must send; created with a random token when missing (env ACRELAY_MCP_HTTP_TOKEN_FILE, or the token itself in ACRELAY_MCP_HTTP_TOKEN)")
 	fs.BoolVar(&o.httpRemote, "http-allow-remote", false, "allow --http on a non-loopback address (still bearer-protected)")
@@ -131,8 +134,14 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	if err := o.signer.applyProfile(); err != nil {
 		return err
 	}
-	if p, _ := o.signer.prof.get(); o.stateDir == "" && p != nil && p.path != "" {
-		o.stateDir = filepath.Dir(p.path)
+	if p, _ := o.signer.prof.get(); p != nil {
+		if o.stateDir == "" && p.path != "" {
+			o.stateDir = filepath.Dir(p.path)
+		}
+		if names := p.overriddenBy(os.Getenv); len(names) > 0 {
+			logger.Warn("ACRELAY_* variables set in the environment win over the agent profile; unset them if this server should act as the profile's agent",
+				"profile", p.path, "variables", strings.Join(names, ","))
+		}
 	}
 	seq, err := o.session(logger)
 	if err != nil {
@@ -145,6 +154,7 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	}
 	s := newMCPServer(c, signer, seq, logger)
 	defer s.stopFollowers()
+	go checkOwnKey(ctx, c, signer, logger)
 	logger.Info("acrelay mcp ready", "relay", c.BaseURL.Redacted(), "project_id", signer.ProjectID,
 		"identity_id", signer.Sender.IdentityID, "session_id", signer.Sender.SessionID)
 	if o.httpAddr != "" {
@@ -325,4 +335,40 @@ func (l levelFloor) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (l levelFloor) WithGroup(n string) slog.Handler {
 	return levelFloor{l.Handler.WithGroup(n), l.min}
+}
+
+// checkOwnKey reads the project's key registry once, in the background
+// (a slow relay must not delay the client's start), and warns on stderr
+// when the agent could not post: its signing key unknown to the relay,
+// registered for another identity, holding another public key than the
+// key file's, or revoked. Each post would be refused with the relay's
+// code; the warning says why before the first one.
+func checkOwnKey(ctx context.Context, c *client.Client, signer *client.Signer, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, keys, err := c.Identities(ctx)
+	if err != nil {
+		logger.Warn("could not check the agent's key against the relay's registry", "err_code", asToolError(err).Code)
+		return
+	}
+	if w := ownKeyProblem(keys, signer); w != "" {
+		logger.Warn(w, "signing_key_id", signer.Sender.SigningKeyID, "identity_id", signer.Sender.IdentityID)
+	}
+}
+
+// ownKeyProblem is why the relay would refuse what signer signs, judged
+// from the registry's keys, or "".
+func ownKeyProblem(keys client.Keyring, signer *client.Signer) string {
+	k, ok := keys[signer.Sender.SigningKeyID]
+	switch {
+	case !ok:
+		return "the relay does not list this signing key: every post will be refused (register it: acrelay agent init)"
+	case k.IdentityID != signer.Sender.IdentityID:
+		return "the relay lists this signing key under another identity: every post will be refused (check the identity id and signing key id settings)"
+	case !k.PublicKey.Equal(signer.PublicKey()):
+		return "the key file is not the key the relay registered under this signing key id: every post will be refused (check the key file setting)"
+	case k.Status == "revoked":
+		return "the relay lists this signing key as revoked: every post will be refused (make a new key: acrelay agent init --key NEW.pem)"
+	}
+	return ""
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -190,5 +192,152 @@ func TestMCPEveryEventTool(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_thread", Arguments: map[string]any{"repository_id": mcpRepo, "thread_id": "task:parser"}})
 	if err != nil || res.IsError || !strings.HasPrefix(textOf(t, res), "20 event(s) after 0") {
 		t.Fatalf("read_thread: %v %s", err, textOf(t, res))
+	}
+}
+
+// TestMCPPostOutcomeUnknown: when the relay takes the request and the
+// answer is lost (here a listener that reads it and hangs up), the tool
+// error does not say "Nothing was posted": it names the event whose fate
+// is unknown and says to look before posting again. A refused connection
+// (nothing sent) still says nothing was posted.
+func TestMCPPostOutcomeUnknown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = http.ReadRequest(bufio.NewReader(conn))
+				conn.Close()
+			}()
+		}
+	}()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedURL := "http://" + refused.Addr().String()
+	refused.Close()
+
+	priv, _ := client.GenerateKey()
+	signer, _ := client.NewSigner(priv, uuid.NewString(), correspondence.Sender{IdentityID: uuid.NewString(), SigningKeyID: uuid.NewString(),
+		DeviceID: uuid.NewString(), SessionID: uuid.NewString()})
+	for _, tc := range []struct {
+		url, want string
+		unknown   bool
+	}{
+		{"http://" + ln.Addr().String(), "\nWhether the relay stored event sha256:", true},
+		{refusedURL, "\nNothing was posted.", false},
+	} {
+		c, err := client.New(tc.url, "acr_test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Retry = client.RetryPolicy{MaxAttempts: 1}
+		s := newMCPServer(c, signer, &memorySeq{}, slog.New(slog.DiscardHandler))
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := s.srv.Connect(t.Context(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(t.Context(), ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "post_update",
+			Arguments: map[string]any{"repository_id": mcpRepo, "thread_id": "t", "kind": "progress", "summary": "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := textOf(t, res)
+		var te toolError
+		sc, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(sc, &te)
+		if !res.IsError || te.Code != "unavailable" || te.OutcomeUnknown != tc.unknown || !strings.Contains(text, tc.want) ||
+			(tc.unknown && (!strings.HasPrefix(te.EventID, "sha256:") || !strings.Contains(text, te.EventID) || strings.Contains(text, "Nothing was posted"))) {
+			t.Fatalf("%s: %+v\n%s", tc.url, te, text)
+		}
+		cs.Close()
+		ss.Close()
+		s.stopFollowers()
+	}
+}
+
+// TestMCPClaimWithoutOverlapHasNoNotice: a claim no other identity's
+// overlaps quotes nobody, so its result spends no tokens on the notice
+// about quoted lines.
+func TestMCPClaimWithoutOverlapHasNoNotice(t *testing.T) {
+	f := newMCPFixture(t)
+	cs, _ := inProcessMCP(t, f)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "claim_paths",
+		Arguments: map[string]any{"repository_id": mcpRepo, "paths": []string{"web/solo"}, "ttl_seconds": 60}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	text := textOf(t, res)
+	if !strings.HasSuffix(text, "\nNo active claim of another identity overlaps these paths.") || strings.Contains(text, "⟦quoted") {
+		t.Fatalf("claim without overlap:\n%s", text)
+	}
+}
+
+// TestMCPOwnKeyProblem: the start-up check names why the relay would
+// refuse the agent's posts, from the registry as the relay lists it.
+func TestMCPOwnKeyProblem(t *testing.T) {
+	f := newMCPFixture(t)
+	priv, err := client.LoadPrivateKey(f.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := client.NewSigner(priv, f.project, correspondence.Sender{IdentityID: f.agentID, SigningKeyID: f.agentKeyID,
+		DeviceID: uuid.NewString(), SessionID: uuid.NewString()})
+	c, _ := client.New(f.url, f.agentToken)
+	_, keys, err := c.Identities(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ownKeyProblem(keys, signer); p != "" {
+		t.Fatalf("registered key: %s", p)
+	}
+	other, _ := client.GenerateKey()
+	for _, tc := range []struct {
+		name   string
+		mutate func(s *client.Signer) *client.Signer
+		want   string
+	}{
+		{"unknown key id", func(s *client.Signer) *client.Signer {
+			o := *s
+			o.Sender.SigningKeyID = uuid.NewString()
+			return &o
+		}, "the relay does not list this signing key"},
+		{"another identity", func(s *client.Signer) *client.Signer {
+			o := *s
+			o.Sender.IdentityID = uuid.NewString()
+			return &o
+		}, "the relay lists this signing key under another identity"},
+		{"another key file", func(s *client.Signer) *client.Signer {
+			o, _ := client.NewSigner(other, f.project, s.Sender)
+			return o
+		}, "the key file is not the key the relay registered"},
+	} {
+		if p := ownKeyProblem(keys, tc.mutate(signer)); !strings.HasPrefix(p, tc.want) {
+			t.Errorf("%s: %q", tc.name, p)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, f.url+"/v1/admin/keys/"+f.agentKeyID+"/revoke", nil)
+	req.Header.Set("Authorization", "Bearer "+f.admin.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	_, keys, _ = c.Identities(t.Context())
+	if p := ownKeyProblem(keys, signer); !strings.HasPrefix(p, "the relay lists this signing key as revoked") {
+		t.Fatalf("revoked: %q", p)
 	}
 }

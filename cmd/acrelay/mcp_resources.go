@@ -65,6 +65,15 @@ func parseResourceURI(uri string) (resourceRef, error) {
 	return resourceRef{}, fmt.Errorf("unknown acrelay resource")
 }
 
+// check refuses a malformed repository or thread id before any request
+// (codes repository_id_invalid, thread_id_invalid).
+func (r resourceRef) check() error {
+	if err := needRepo(r.repo); err != nil {
+		return err
+	}
+	return checkThread(r.thread)
+}
+
 func (s *mcpServer) addResources() {
 	for _, t := range []*mcp.ResourceTemplate{
 		{Name: "voice", URITemplate: resourcePrefix + "{repository_id}/voice", MIMEType: "text/plain",
@@ -83,6 +92,9 @@ func (s *mcpServer) readResource(ctx context.Context, req *mcp.ReadResourceReque
 	ref, err := parseResourceURI(uri)
 	if err != nil {
 		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err := ref.check(); err != nil {
+		return nil, resourceError(err)
 	}
 	var text string
 	switch ref.kind {
@@ -136,6 +148,9 @@ func (s *mcpServer) subscribe(ctx context.Context, req *mcp.SubscribeRequest) er
 	ref, err := parseResourceURI(uri)
 	if err != nil {
 		return mcp.ResourceNotFoundError(uri)
+	}
+	if err := ref.check(); err != nil {
+		return resourceError(err)
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()

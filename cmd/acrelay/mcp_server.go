@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -177,6 +178,32 @@ type toolError struct {
 	RetryAfterSeconds int64                  `json:"retry_after_seconds,omitempty"`
 	Issues            []correspondence.Issue `json:"issues,omitempty"`
 	Posted            bool                   `json:"posted"`
+	// OutcomeUnknown: the post failed after the request may have reached
+	// the relay (no answer, a connection cut): event EventID may be
+	// stored. Reading the log tells.
+	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
+	EventID        string `json:"event_id,omitempty"`
+}
+
+// mayHaveReached reports whether a failed relay call may have been
+// received all the same: a transport failure other than a refused
+// connection or an unknown host, or the call's end (cancelled, timed
+// out). A relay's answer (*client.APIError) is never such a failure.
+func mayHaveReached(err error) bool {
+	var ae *client.APIError
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &ae), errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dnsErr):
+		return false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	var te *toolError
+	if errors.As(err, &te) {
+		return false
+	}
+	var ve *correspondence.ValidationError
+	return !errors.As(err, &ve)
 }
 
 func (e *toolError) Error() string { return e.Code + ": " + e.Message }
@@ -194,6 +221,9 @@ func asToolError(err error) *toolError {
 	var ae *client.APIError
 	if errors.As(err, &ae) {
 		out := &toolError{Code: ae.Code, Message: ae.Message, Hint: ae.Hint, Status: ae.Status, Issues: ae.Issues}
+		if out.Hint == "" && ae.Code == wire.CodeSenderOrSigningKeyNotActive {
+			out.Hint = "this agent's signing key was revoked or its identity deactivated; nothing it signs is accepted: make a new key with acrelay agent init --key NEW.pem (an admin registers it), then restart this server"
+		}
 		if ae.RetryAfter > 0 {
 			out.RetryAfterSeconds = int64(math.Ceil(ae.RetryAfter.Seconds()))
 			out.Message += fmt.Sprintf(" (wait %d s before retrying)", out.RetryAfterSeconds)
@@ -241,9 +271,12 @@ func errorResult(err error) *mcp.CallToolResult {
 	if len(te.Issues) > 64 {
 		te.Issues = te.Issues[:64]
 	}
-	if te.Posted {
+	switch {
+	case te.OutcomeUnknown:
+		fmt.Fprintf(&b, "\nWhether the relay stored event %s is unknown (the request may have reached it before the answer was lost): read_events or voice shows whether it is there; do not post the same thing again before checking.", te.EventID)
+	case te.Posted:
 		b.WriteString("\n(the event was signed but the relay did not store it)")
-	} else {
+	default:
 		b.WriteString("\nNothing was posted.")
 	}
 	sc, _ := json.Marshal(te)
@@ -327,7 +360,15 @@ const maxEventBytes = 65536
 func (s *mcpServer) post(ctx context.Context, ev *correspondence.Event) (*client.PostResult, error) {
 	res, err := s.c.Post(ctx, ev)
 	if err != nil {
-		s.log.Info("post refused", "kind", ev.Kind, "event_id", ev.ID, "err_code", asToolError(err).Code)
+		te := asToolError(err)
+		s.log.Info("post refused", "kind", ev.Kind, "event_id", ev.ID, "err_code", te.Code)
+		if mayHaveReached(err) {
+			// The request may have been stored before the answer was lost:
+			// saying "nothing was posted" would invite a second event (a
+			// second claim, with a new claim_id) for the same intent.
+			te.OutcomeUnknown, te.EventID = true, ev.ID
+			return nil, te
+		}
 		return nil, err
 	}
 	s.log.Debug("posted", "kind", ev.Kind, "event_id", ev.ID, "received_seq", res.Record.Receipt.ReceivedSeq)

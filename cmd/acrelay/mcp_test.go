@@ -433,6 +433,13 @@ func TestMCPBadInput(t *testing.T) {
 		{"bad kind", "post_update", map[string]any{"repository_id": mcpRepo, "thread_id": "t", "kind": "command", "summary": "x"}, "body_invalid", "argument kind"},
 		{"bad cursor", "read_events", map[string]any{"repository_id": mcpRepo, "after": "-1"}, "after_invalid", "after"},
 		{"not my claim", "renew_claim", map[string]any{"repository_id": mcpRepo, "claim_id": uuid.NewString()}, "not_found", "no active claim"},
+		// A repository or thread id past the spec's 256 characters is
+		// refused here, not sent to the relay (whose header limit answered
+		// a 100,000-character one with a bare 431).
+		{"huge repository id", "voice", map[string]any{"repository_id": strings.Repeat("r", 100000)}, "repository_id_invalid", "1–256 characters"},
+		{"repository id with a newline", "read_events", map[string]any{"repository_id": "repo:x\nignore"}, "repository_id_invalid", "not a valid opaque id"},
+		{"huge thread id", "read_thread", map[string]any{"repository_id": mcpRepo, "thread_id": strings.Repeat("t", 300)}, "thread_id_invalid", "1–256 characters"},
+		{"thread filter with a space", "read_events", map[string]any{"repository_id": mcpRepo, "thread_id": "a b"}, "thread_id_invalid", "not a valid opaque id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
@@ -495,7 +502,8 @@ func TestMCPRelayRefusals(t *testing.T) {
 	}
 	resp.Body.Close()
 	text, te := call("claim_paths", map[string]any{"repository_id": mcpRepo, "paths": []string{"src"}})
-	if te.Code != "sender_or_signing_key_not_active" || te.Status != 403 || te.Posted || !strings.HasPrefix(text, "sender_or_signing_key_not_active: ") {
+	if te.Code != "sender_or_signing_key_not_active" || te.Status != 403 || te.Posted || !strings.HasPrefix(text, "sender_or_signing_key_not_active: ") ||
+		!strings.Contains(te.Hint, "acrelay agent init --key NEW.pem") || !strings.HasSuffix(text, "\nNothing was posted.") {
 		t.Fatalf("revoked key: %+v\n%s", te, text)
 	}
 	// The token's writes still count: the 7th within the burst is a 429.

@@ -148,9 +148,24 @@ func jsonKind(goType string) string {
 	return "an object"
 }
 
+// needRepo refuses a missing or malformed repository_id before any
+// request: a malformed one would reach the relay only to be refused (or,
+// past the relay's header limit, answered with a bare 431).
 func needRepo(repo string) error {
 	if repo == "" {
 		return &toolError{Code: wire.CodeRepositoryIDRequired, Message: "repository_id is required"}
+	}
+	if !correspondence.ValidOpaqueID(repo) {
+		return &toolError{Code: wire.CodeRepositoryIDInvalid, Message: "repository_id is not a valid opaque id (spec §3: 1–256 characters, no whitespace, U+FEFF or control characters)"}
+	}
+	return nil
+}
+
+// checkThread refuses a malformed thread_id given to a read (the event
+// tools' thread ids are checked with the whole event); "" passes.
+func checkThread(thread string) error {
+	if thread != "" && !correspondence.ValidOpaqueID(thread) {
+		return &toolError{Code: wire.CodeThreadIDInvalid, Message: "thread_id is not a valid opaque id (spec §3: 1–256 characters, no whitespace, U+FEFF or control characters)"}
 	}
 	return nil
 }
@@ -381,6 +396,9 @@ func (s *mcpServer) toolVoice(ctx context.Context, raw json.RawMessage) (*mcp.Ca
 	if err := needRepo(a.RepositoryID); err != nil {
 		return nil, err
 	}
+	if err := checkThread(a.ThreadID); err != nil {
+		return nil, err
+	}
 	v, err := s.c.Voice(ctx, a.RepositoryID, a.ThreadID)
 	if err != nil {
 		return nil, err
@@ -512,8 +530,11 @@ func (s *mcpServer) toolClaimPaths(ctx context.Context, raw json.RawMessage) (*m
 	for _, wn := range out.Warnings {
 		b.WriteString("warning: " + wn + "\n")
 	}
-	b.WriteString(attributed.Notice)
-	return textResult(b.String(), out), nil
+	if len(out.Overlapping) > 0 {
+		// Only others' claims carry quoted words; the notice explains them.
+		b.WriteString(attributed.Notice)
+	}
+	return textResult(strings.TrimSuffix(b.String(), "\n"), out), nil
 }
 
 // ownClaim finds the newest event of one of the agent's claims: the one
@@ -909,6 +930,9 @@ func (s *mcpServer) toolReadEvents(ctx context.Context, raw json.RawMessage) (*m
 	if err := needRepo(a.RepositoryID); err != nil {
 		return nil, err
 	}
+	if err := checkThread(a.ThreadID); err != nil {
+		return nil, err
+	}
 	limit := 50
 	if a.Limit != nil {
 		if *a.Limit < 1 || *a.Limit > 200 {
@@ -933,6 +957,9 @@ func (s *mcpServer) toolReadThread(ctx context.Context, raw json.RawMessage) (*m
 	}
 	if a.ThreadID == "" {
 		return nil, &toolError{Code: wire.CodeThreadIDInvalid, Message: "thread_id is required"}
+	}
+	if err := checkThread(a.ThreadID); err != nil {
+		return nil, err
 	}
 	return s.readPage(ctx, client.EventsQuery{RepositoryID: a.RepositoryID, ThreadID: a.ThreadID, After: int64(a.After), Limit: 200})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,7 +126,9 @@ func runSetup(o setupOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.command == "" {
-		o.command = defaultAcrelayCommand()
+		if o.command, err = defaultAcrelayCommand(); err != nil {
+			return err
+		}
 	}
 	plan, err := planSetup(o, root)
 	if err != nil {
@@ -163,20 +166,33 @@ func runSetup(o setupOptions, stdout, stderr io.Writer) error {
 }
 
 // defaultAcrelayCommand is "acrelay" when PATH finds this executable
-// under that name, else this executable's absolute path.
-func defaultAcrelayCommand() string {
+// under that name, else this executable's absolute path. An executable
+// that go run built in a temporary directory is refused: the path would
+// be gone when go run exits, leaving the client (or the git hook) a
+// command that does not exist.
+func defaultAcrelayCommand() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "acrelay"
+		return "acrelay", nil
 	}
 	if lp, err := exec.LookPath("acrelay"); err == nil {
 		a, err1 := os.Stat(lp)
 		b, err2 := os.Stat(exe)
 		if err1 == nil && err2 == nil && os.SameFile(a, b) {
-			return "acrelay"
+			return "acrelay", nil
 		}
 	}
-	return exe
+	if goRunBuild(exe) {
+		return "", errors.New("this acrelay runs from go run's temporary build, which is deleted when it exits: install it (go install ./cmd/acrelay, with $(go env GOPATH)/bin on PATH) and run this again, or pass --command /path/to/acrelay")
+	}
+	return exe, nil
+}
+
+// goRunBuild reports whether exe is a binary go run built and will
+// delete: $TMPDIR/go-build<digits>/b<nnn>/exe/<name>.
+func goRunBuild(exe string) bool {
+	dir := filepath.Dir(exe)
+	return filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build")
 }
 
 // serverEntry is what the MCP entry needs: the command, the variables to
@@ -282,9 +298,54 @@ func mergeMCPServer(root, rel string, server map[string]any) (fileEdit, error) {
 	if err != nil {
 		return fileEdit{}, fmt.Errorf("%s: %w", rel, err)
 	}
+	if prev, ok := servers.get("acrelay"); ok {
+		var was map[string]any
+		if jsonUnmarshal(prev, &was) == nil {
+			server = keepUserMembers(was, server)
+		}
+	}
 	servers.set("acrelay", mustJSON(server))
 	doc.setObject("mcpServers", servers)
 	return keepIfSame(fileEdit{rel: rel, before: before, after: doc.indented(), mode: 0o644}, doc)
+}
+
+// setupOwnedMembers are the members of the acrelay server entry setup
+// writes; every other member a user added (Gemini's timeout or trust,
+// Codex's startup_timeout_sec, a cwd, …) is kept by a later run.
+var setupOwnedMembers = []string{"type", "command", "args", "env", "env_vars"}
+
+// keepUserMembers returns server (the entry setup writes) with what the
+// user added to the previous entry was: members setup does not own, and
+// env variables whose names are not ACRELAY_* (setup owns those, and
+// drops the ones it no longer sets). Values of nested objects other than
+// env are kept as they were.
+func keepUserMembers(was, server map[string]any) map[string]any {
+	out := maps.Clone(server)
+	for k, v := range was {
+		if !slices.Contains(setupOwnedMembers, k) {
+			out[k] = v
+		}
+	}
+	if oldEnv, ok := was["env"].(map[string]any); ok {
+		env := map[string]any{}
+		switch e := server["env"].(type) {
+		case map[string]string:
+			for k, v := range e {
+				env[k] = v
+			}
+		case map[string]any:
+			maps.Copy(env, e)
+		}
+		for k, v := range oldEnv {
+			if _, set := env[k]; !set && !strings.HasPrefix(k, "ACRELAY_") {
+				env[k] = v
+			}
+		}
+		if len(env) > 0 {
+			out["env"] = env
+		}
+	}
+	return out
 }
 
 // keepIfSame keeps a file's bytes when the merge changed nothing in its
@@ -452,9 +513,44 @@ func planCodex(plan *setupPlan, root string, e serverEntry, hooks bool) error {
 	if e.profileEnv != "" {
 		s.Env = map[string]string{"ACRELAY_PROFILE": e.profileEnv}
 	}
+	// What the user added to the table is kept: keys setup does not own
+	// (startup_timeout_sec, tool_timeout_sec, cwd, enabled, …; nested
+	// tables other than env cannot be carried and are left out) and env
+	// variables not named ACRELAY_*.
+	var extras map[string]any
+	var doc map[string]any
+	if toml.Unmarshal(before, &doc) == nil {
+		if was, ok := lookupTOML(doc, []string{"mcp_servers", "acrelay"}).(map[string]any); ok {
+			kept := keepUserMembers(was, map[string]any{})
+			if env, ok := kept["env"].(map[string]any); ok {
+				for k, v := range env {
+					if str, ok := v.(string); ok {
+						if s.Env == nil {
+							s.Env = map[string]string{}
+						}
+						s.Env[k] = str
+					}
+				}
+				delete(kept, "env")
+			}
+			for k, v := range kept {
+				if _, nested := v.(map[string]any); nested {
+					delete(kept, k)
+				}
+			}
+			extras = kept
+		}
+	}
 	body, err := toml.Marshal(s)
 	if err != nil {
 		return err
+	}
+	if len(extras) > 0 {
+		more, err := toml.Marshal(extras)
+		if err != nil {
+			return err
+		}
+		body = append(body, more...)
 	}
 	after, err := tomlReplaceTable(before, "mcp_servers.acrelay", body)
 	if err != nil {

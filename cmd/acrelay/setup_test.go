@@ -340,3 +340,82 @@ func FuzzTOMLReplaceTable(f *testing.F) {
 		}
 	})
 }
+
+// TestSetupKeepsUserMembersOfItsEntry: what a user added to acrelay's own
+// server entry (Codex's startup_timeout_sec, Gemini's timeout and trust,
+// an env variable of theirs) survives a later setup run; the ACRELAY_*
+// variables are setup's (a stale ACRELAY_PROFILE goes), and the
+// members setup owns are rewritten.
+func TestSetupKeepsUserMembersOfItsEntry(t *testing.T) {
+	agentEnvClear(t)
+	repo := gitRepo(t)
+	t.Chdir(repo)
+	files := map[string]string{
+		".codex/config.toml": "[mcp_servers.acrelay]\ncommand = 'old-acrelay'\nargs = ['mcp']\nstartup_timeout_sec = 30\nenv = { RUST_LOG = 'info', ACRELAY_PROFILE = 'stale.json' }\n",
+		".gemini/settings.json": `{"mcpServers": {"acrelay": {"command": "old-acrelay", "args": ["mcp"], "timeout": 60000, "trust": true, ` +
+			`"env": {"HTTPS_PROXY": "http://proxy:3128", "ACRELAY_PROFILE": "stale.json"}}}}`,
+	}
+	for rel, content := range files {
+		path := filepath.Join(repo, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const bin = "/opt/acrelay/bin/acrelay"
+	for _, cl := range []string{"codex", "gemini"} {
+		if _, _, err := runAgent(t, newSetupCmd(), "", cl, "--command", bin, "--no-hooks"); err != nil {
+			t.Fatalf("%s: %v", cl, err)
+		}
+		again, _, err := runAgent(t, newSetupCmd(), "", cl, "--command", bin, "--no-hooks")
+		if err != nil || strings.Contains(again, "+++") {
+			t.Fatalf("%s: second run changed something: %v\n%s", cl, err, again)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(repo, ".codex", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codex struct {
+		MCPServers map[string]map[string]any `toml:"mcp_servers"`
+	}
+	if err := toml.Unmarshal(data, &codex); err != nil {
+		t.Fatal(err)
+	}
+	e := codex.MCPServers["acrelay"]
+	if env, _ := e["env"].(map[string]any); e["command"] != bin || e["startup_timeout_sec"] != int64(30) || len(env) != 1 || env["RUST_LOG"] != "info" {
+		t.Fatalf("codex entry: %#v\n%s", e, data)
+	}
+	var gemini struct {
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	readJSONFile(t, filepath.Join(repo, ".gemini", "settings.json"), &gemini)
+	g := gemini.MCPServers["acrelay"]
+	if env, _ := g["env"].(map[string]any); g["command"] != bin || g["timeout"] != float64(60000) || g["trust"] != true || len(env) != 1 || env["HTTPS_PROXY"] != "http://proxy:3128" {
+		t.Fatalf("gemini entry: %#v", g)
+	}
+}
+
+// TestGoRunBuildIsNotACommand: the temporary binary of go run (the
+// README runs acrelay that way) is recognised, so setup and guard
+// install refuse to write its soon-deleted path into a client's
+// configuration or a git hook; an installed binary is not mistaken for
+// one.
+func TestGoRunBuildIsNotACommand(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build2314027682/b001/exe/acrelay":                  true,
+		"/var/folders/x/T/go-build123/b001/exe/acrelay":             true,
+		"/root/go/bin/acrelay":                                      false,
+		"/usr/local/bin/acrelay":                                    false,
+		"/home/me/exe/acrelay":                                      false,
+		"/tmp/go-build2314027682/b001/acrelay.test":                 false,
+		"/opt/acrelay/go-build-cache/acrelay":                       false,
+		"/tmp/TestInitSetupHookAndServer123/001/acrelay-under-test": false,
+	} {
+		if got := goRunBuild(exe); got != want {
+			t.Errorf("%s: %v, want %v", exe, got, want)
+		}
+	}
+}
