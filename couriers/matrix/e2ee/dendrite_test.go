@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,13 +63,18 @@ type relayEnv struct {
 	password string
 	printed  []string
 	pmu      sync.Mutex
+	refused  sync.Map // to-device reason → count
 }
 
 func (r *relayEnv) start() {
 	r.t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log, Password: r.password,
-		PrintRecoveryKey: func(rk string) { r.pmu.Lock(); r.printed = append(r.printed, rk); r.pmu.Unlock() }})
+		PrintRecoveryKey: func(rk string) { r.pmu.Lock(); r.printed = append(r.printed, rk); r.pmu.Unlock() },
+		OnRefused: func(reason string, n int) {
+			v, _ := r.refused.LoadOrStore(reason, new(atomic.Int64))
+			v.(*atomic.Int64).Add(int64(n))
+		}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -576,4 +583,55 @@ func TestCrossSignedDeviceDendrite(t *testing.T) {
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
 		t.Fatalf("replies %+v", got)
 	}
+}
+
+// TestToDeviceBadInputDendrite: an olm message meant for another device
+// (no ciphertext for the relay's identity key), a malformed encrypted
+// to-device event, and a flood of to-device events from one sender reach
+// the relay's device: each kind is refused before the olm machine, logged
+// and counted; the relay keeps working (a record still reaches the member
+// decryptable).
+func TestToDeviceBadInputDendrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Dendrite; skipped with -short")
+	}
+	r := newRelay(t, "sqlite")
+	r.start()
+	alice := matrixtest.NewMember(t, r.hs, "alice")
+	room := encryptedRoom(t, r, alice, false)
+	to := func(content string) *mautrix.ReqSendToDevice {
+		return &mautrix.ReqSendToDevice{Messages: map[id.UserID]map[id.DeviceID]*event.Content{
+			r.cli.UserID: {r.cli.DeviceID: {VeryRaw: json.RawMessage(content)}}}}
+	}
+	// Olm for another device: the ciphertext map names a key not the relay's.
+	if _, err := alice.Cli.SendToDevice(ctx, event.ToDeviceEncrypted, to(`{"algorithm":"m.olm.v1.curve25519-aes-sha2","sender_key":"`+
+		alice.Mach.OwnIdentity().IdentityKey.String()+`","ciphertext":{"c2VtZW9uZWVsc2Vzb21lb25lZWxzZXNvbWVvbmVlbHM":{"type":0,"body":"AwoA"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Cli.SendToDevice(ctx, event.ToDeviceEncrypted, to(`{"algorithm":"m.megolm.v1.aes-sha2","ciphertext":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range e2ee.MaxToDevicePerSender + 50 {
+		_, err := alice.Cli.SendToDevice(ctx, event.Type{Type: "io.github.acrelay.test.flood", Class: event.ToDeviceEventType},
+			&mautrix.ReqSendToDevice{Messages: map[id.UserID]map[id.DeviceID]*event.Content{r.cli.UserID: {r.cli.DeviceID: {VeryRaw: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(reason string) int64 {
+		v, ok := r.refused.Load(reason)
+		if !ok {
+			return 0
+		}
+		return v.(*atomic.Int64).Load()
+	}
+	waitFor(t, 60*time.Second, "each kind of bad to-device input counted", func() bool {
+		return count(e2ee.ReasonOlmNotForDevice) >= 1 && count(e2ee.ReasonToDeviceMalformed) >= 1 && count(e2ee.ReasonToDeviceFlood) >= 1
+	})
+	t.Logf("refused: olm for another device %d, malformed %d, flood %d", count(e2ee.ReasonOlmNotForDevice), count(e2ee.ReasonToDeviceMalformed), count(e2ee.ReasonToDeviceFlood))
+	b := &matrix.Binder{Store: r.st, Client: r.cli, Refresh: r.runner.Refresh, CanEncrypt: true}
+	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
+		t.Fatal(err)
+	}
+	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, r.appendN(1, "after the bad to-device input"))
 }

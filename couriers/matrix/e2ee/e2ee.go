@@ -88,6 +88,10 @@ type Machine struct {
 
 	mu      sync.Mutex
 	members map[id.RoomID]memberSnap // the members each room's outbound session was shared with
+	// senders counts each sender's to-device events in the current
+	// ToDeviceWindow (screen); window is when it began.
+	senders map[id.UserID]int
+	window  time.Time
 }
 
 type memberSnap struct {
@@ -525,11 +529,16 @@ func (m *Machine) ProcessSync(ctx context.Context, resp *mautrix.RespSync, since
 
 // screen drops the to-device events the olm machine must not see: olm
 // messages for another device, malformed m.room.encrypted ones, and a
-// sender's events beyond MaxToDevicePerSender; each kind is logged once
-// per sync with its count and counted.
+// sender's events beyond MaxToDevicePerSender within ToDeviceWindow; each
+// kind is logged once per sync with its count and counted.
 func (m *Machine) screen(resp *mautrix.RespSync) {
 	own := m.mach.OwnIdentity().IdentityKey
-	per := map[id.UserID]int{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now := time.Now(); m.senders == nil || now.Sub(m.window) >= ToDeviceWindow {
+		m.senders, m.window = map[id.UserID]int{}, now
+	}
+	per := m.senders
 	refused := map[string]int{}
 	kept := resp.ToDevice.Events[:0]
 	for _, ev := range resp.ToDevice.Events {
