@@ -64,6 +64,7 @@ var webSubSQL = shared.WebSubSQL{
 	DeleteVerification: deleteVerification, RetryVerification: retryVerification,
 	CountStates: countSubscriptionStates, Revoked: selectRevokedSubscriptions, ByToken: selectTokenSubscriptions,
 	PublicProjectIDs: selectPublicProjectIDs, DeleteLapsed: deleteLapsedVerifications,
+	Counts: countWebSub,
 }
 
 func (db *DB) websub() shared.WebSub { return shared.WebSub{Engine: db.engine(), SQL: &webSubSQL} }

@@ -42,6 +42,10 @@ type WebSubSQL struct {
 	// (limit); ByToken (project, token); PublicProjectIDs (after, limit);
 	// DeleteLapsed (before, limit).
 	CountStates, Revoked, ByToken, PublicProjectIDs, DeleteLapsed string
+
+	// Counts (project, topic, callback, callback host) → the counts of
+	// store.WebSubCounts in its field order (store.WebSubLimits).
+	Counts string
 }
 
 // WebSub is store.WebSub and most of store.WebSubScans over one dialect's SQL.
@@ -196,6 +200,15 @@ func (w WebSub) PublicProjectIDs(ctx context.Context, afterID string, limit int)
 // created before before. Errors: store.ErrUnavailable.
 func (w WebSub) DeleteLapsedVerifications(ctx context.Context, before time.Time, limit int) (int, error) {
 	return w.ExecN(ctx, "delete lapsed verifications", w.SQL.DeleteLapsed, w.TimeArg(before), limit)
+}
+
+// Counts returns the counts the hub's caps are checked against. See
+// store.WebSubLimits. Errors: store.ErrUnavailable.
+func (w WebSub) Counts(ctx context.Context, projectID, topic, callback string) (store.WebSubCounts, error) {
+	var c store.WebSubCounts
+	err := w.Read.QueryRow(ctx, w.SQL.Counts, projectID, topic, callback, store.CallbackHost(callback)).
+		Scan(&c.Subscribed, &c.Topic, &c.Project, &c.Host, &c.HostPending)
+	return c, w.MapErr("count websub", err)
 }
 
 // nonNil keeps a NOT NULL BLOB/bytea column from receiving NULL.
