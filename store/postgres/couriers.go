@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Courier leases, cursors and backoff state (store.Couriers). Lease expiry
@@ -109,9 +110,6 @@ const (
 
 	forgetTarget = `DELETE FROM courier_cursors WHERE courier = $1 AND project_id = $2 AND target = $3`
 )
-
-// maxLastError bounds the stored failure description (store.Couriers).
-const maxLastError = 200
 
 // keeperTx runs fn in one transaction whose statements time out with
 // ctx's deadline on the server as well (statement_timeout and
@@ -248,37 +246,10 @@ func (db *DB) ReleaseLeases(ctx context.Context, courier, holder string, project
 	})
 }
 
-func scanTargetState(row pgx.Row) (store.TargetState, error) {
-	var ts store.TargetState
-	var retryMS int64
-	var since *time.Time
-	if err := row.Scan(&ts.Target, &ts.ReceivedSeq, &ts.Failures, &retryMS, &since, &ts.LastError); err != nil {
-		return ts, err
-	}
-	ts.RetryIn = time.Duration(retryMS) * time.Millisecond
-	if since != nil {
-		ts.FailingSince = since.UTC()
-	}
-	return ts, nil
-}
-
 // TargetStates reads every stored target state of (courier, project).
 // Errors: store.ErrUnavailable.
 func (db *DB) TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error) {
-	rows, err := db.pool.Query(ctx, selectTargetStates, courier, projectID)
-	if err != nil {
-		return nil, mapErr("target states", err)
-	}
-	defer rows.Close()
-	var out []store.TargetState
-	for rows.Next() {
-		ts, err := scanTargetState(rows)
-		if err != nil {
-			return nil, mapErr("target states", err)
-		}
-		out = append(out, ts)
-	}
-	return out, mapErr("target states", rows.Err())
+	return db.couriers().TargetStates(ctx, courier, projectID)
 }
 
 // AdvanceCursor moves target's cursor forward under lease. Errors:
@@ -324,10 +295,8 @@ func (db *DB) AdvanceCursors(ctx context.Context, lease store.Lease, advances []
 // RecordFailure counts a failed delivery under lease. Errors:
 // store.ErrLeaseLost, store.ErrUnavailable.
 func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target string, retryIn time.Duration, lastError string) (store.TargetState, error) {
-	if len(lastError) > maxLastError {
-		lastError = strings.ToValidUTF8(lastError[:maxLastError], "")
-	}
-	ts, err := scanTargetState(db.pool.QueryRow(ctx, recordFailure, lease.Courier, lease.ProjectID, lease.Holder, lease.Fence,
+	lastError = shared.ClampLastError(lastError)
+	ts, err := shared.ScanTargetState(db.pool.QueryRow(ctx, recordFailure, lease.Courier, lease.ProjectID, lease.Holder, lease.Fence,
 		target, max(retryIn.Milliseconds(), 0), lastError))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.TargetState{}, fmt.Errorf("record failure: %w", store.ErrLeaseLost)
@@ -337,6 +306,11 @@ func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target strin
 
 // ForgetTarget deletes target's state. Errors: store.ErrUnavailable.
 func (db *DB) ForgetTarget(ctx context.Context, courier, projectID, target string) error {
-	_, err := db.pool.Exec(ctx, forgetTarget, courier, projectID, target)
-	return mapErr("forget target", err)
+	return db.couriers().ForgetTarget(ctx, courier, projectID, target)
+}
+
+var courierSQL = shared.CourierSQL{TargetStates: selectTargetStates, Forget: forgetTarget}
+
+func (db *DB) couriers() shared.Couriers {
+	return shared.Couriers{Engine: db.engine(), SQL: &courierSQL}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Federation (store.Federation): foreign appends under the key-at-time
@@ -142,90 +143,26 @@ func (db *DB) ProjectEvents(ctx context.Context, projectID string, after int64, 
 	return page, nil
 }
 
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
 // RegistryKeys pages the project's keys with their identities
 // (store.Federation).
 func (db *DB) RegistryKeys(ctx context.Context, projectID, afterKeyID string, limit int) ([]store.RegistryKey, error) {
-	rows, err := db.pool.Query(ctx, selectRegistryKeys, projectID, afterKeyID, limit)
-	if err != nil {
-		return nil, mapErr("registry keys", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.RegistryKey, error) {
-		var k store.RegistryKey
-		var revoked, deactivated *time.Time
-		err := row.Scan(&k.SigningKeyID, &k.IdentityID, &k.PublicKey, &k.Status, &k.CreatedAt, &revoked, &k.Source,
-			&k.DisplayName, &k.IdentityStatus, &k.IdentityCreatedAt, &deactivated, &k.IdentitySource)
-		k.CreatedAt, k.IdentityCreatedAt = utc(k.CreatedAt), utc(k.IdentityCreatedAt)
-		k.RevokedAt, k.DeactivatedAt = nullTime(revoked), nullTime(deactivated)
-		return k, err
-	})
-	return out, mapErr("registry keys", err)
+	return db.federation().RegistryKeys(ctx, projectID, afterKeyID, limit)
 }
 
 // ImportKey brings one remote key into the project (store.Federation).
 func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error) {
-	if source == store.SourceLocal {
-		return false, errors.New("import key: empty source")
-	}
-	if (k.Status != store.StatusActive && k.Status != store.StatusRevoked) ||
-		(k.IdentityStatus != store.StatusActive && k.IdentityStatus != store.StatusInactive) {
-		return false, fmt.Errorf("import key %s: bad status", k.SigningKeyID)
+	if err := shared.CheckImport(source, k); err != nil {
+		return false, err
 	}
 	var changed bool
 	err := db.inTx(ctx, "import key", readCommitted, func(tx pgx.Tx) error {
-		changed = false
 		var one int
 		if err := tx.QueryRow(ctx, lockProjectRow, projectID).Scan(&one); err != nil {
 			return err // no row: ErrNotFound
 		}
-		var idStatus, idSource string
-		err := tx.QueryRow(ctx, selectImportIdentity, projectID, k.IdentityID).Scan(&idStatus, &idSource)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := tx.Exec(ctx, insertImportIdentity, k.IdentityID, projectID, k.DisplayName, k.IdentityStatus,
-				k.IdentityCreatedAt, timePtr(k.DeactivatedAt), source); err != nil {
-				return err
-			}
-			changed = true
-		case err != nil:
-			return err
-		case k.IdentityStatus == store.StatusInactive && !k.DeactivatedAt.IsZero():
-			tag, err := tx.Exec(ctx, deactivateImportIdentity, k.DeactivatedAt, projectID, k.IdentityID)
-			if err != nil {
-				return err
-			}
-			changed = changed || tag.RowsAffected() > 0
-		}
-		var identityID, pub string
-		err = tx.QueryRow(ctx, selectImportKey, projectID, k.SigningKeyID).Scan(&identityID, &pub)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := tx.Exec(ctx, insertImportKey, k.SigningKeyID, k.IdentityID, projectID, k.PublicKey, k.Status,
-				k.CreatedAt, timePtr(k.RevokedAt), source); err != nil {
-				return err
-			}
-			changed = true
-			return nil
-		case err != nil:
-			return err
-		}
-		if identityID != k.IdentityID || pub != k.PublicKey {
-			return store.ErrKeyConflict
-		}
-		if k.Status == store.StatusRevoked && !k.RevokedAt.IsZero() {
-			tag, err := tx.Exec(ctx, revokeImportKey, k.RevokedAt, projectID, k.SigningKeyID)
-			if err != nil {
-				return err
-			}
-			changed = changed || tag.RowsAffected() > 0
-		}
-		return nil
+		var err error
+		changed, err = db.federation().ImportKey(ctx, qr(tx), projectID, source, k)
+		return err
 	})
 	if errors.Is(err, store.ErrKeyConflict) {
 		return false, fmt.Errorf("import key %s: %w", k.SigningKeyID, store.ErrKeyConflict)
@@ -234,15 +171,6 @@ func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.R
 		return false, mapErr("import key", err)
 	}
 	return changed, nil
-}
-
-func scanPeer(row pgx.Row) (store.Peer, error) {
-	var p store.Peer
-	if err := row.Scan(&p.ID, &p.ProjectID, &p.RemoteURL, &p.Token, &p.RepositoryID, &p.CreatedAt); err != nil {
-		return store.Peer{}, err
-	}
-	p.CreatedAt = utc(p.CreatedAt)
-	return p, nil
 }
 
 // CreatePeer stores a peer link (store.Federation).
@@ -257,34 +185,26 @@ func (db *DB) CreatePeer(ctx context.Context, p store.Peer) (store.Peer, error) 
 
 // Peers lists links (store.Federation).
 func (db *DB) Peers(ctx context.Context, projectID string) ([]store.Peer, error) {
-	var rows pgx.Rows
-	var err error
-	if projectID == "" {
-		rows, err = db.pool.Query(ctx, selectAllPeer)
-	} else {
-		rows, err = db.pool.Query(ctx, selectPeers, projectID)
-	}
-	if err != nil {
-		return nil, mapErr("peers", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Peer, error) { return scanPeer(row) })
-	return out, mapErr("peers", err)
+	return db.federation().Peers(ctx, projectID)
 }
 
 // Peer reads one link (store.Federation).
 func (db *DB) Peer(ctx context.Context, projectID, peerID string) (store.Peer, error) {
-	p, err := scanPeer(db.pool.QueryRow(ctx, selectPeer, projectID, peerID))
-	return p, mapErr("peer", err)
+	return db.federation().Peer(ctx, projectID, peerID)
 }
 
 // RemovePeer deletes one link (store.Federation).
 func (db *DB) RemovePeer(ctx context.Context, projectID, peerID string) error {
-	tag, err := db.pool.Exec(ctx, deletePeer, projectID, peerID)
-	if err != nil {
-		return mapErr("remove peer", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("remove peer: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.federation().RemovePeer(ctx, projectID, peerID)
+}
+
+var federationSQL = shared.FederationSQL{
+	RegistryKeys:   selectRegistryKeys,
+	ImportIdentity: selectImportIdentity, InsertImportIdentity: insertImportIdentity, DeactivateImportIdentity: deactivateImportIdentity,
+	ImportKey: selectImportKey, InsertImportKey: insertImportKey, RevokeImportKey: revokeImportKey,
+	Peer: selectPeer, Peers: selectPeers, AllPeers: selectAllPeer, DeletePeer: deletePeer,
+}
+
+func (db *DB) federation() shared.Federation {
+	return shared.Federation{Engine: db.engine(), SQL: &federationSQL}
 }

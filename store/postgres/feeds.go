@@ -2,12 +2,12 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 var (
@@ -19,7 +19,7 @@ var (
 // Visibility and feed tokens (migration 0006).
 const (
 	selectVisibility = `SELECT visibility FROM projects WHERE id = $1`
-	updateVisibility = `UPDATE projects SET visibility = $2 WHERE id = $1`
+	updateVisibility = `UPDATE projects SET visibility = $1 WHERE id = $2`
 
 	// insertFeedToken inserts no row for an unknown project (ErrNoRows:
 	// store.ErrNotFound), as insertToken does.
@@ -53,27 +53,13 @@ const (
 // ProjectVisibility returns store.VisibilityPrivate or
 // store.VisibilityPublic. Errors: store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) ProjectVisibility(ctx context.Context, projectID string) (string, error) {
-	var v string
-	if err := db.pool.QueryRow(ctx, selectVisibility, projectID).Scan(&v); err != nil {
-		return "", mapErr("project visibility", err)
-	}
-	return v, nil
+	return db.feeds().Visibility(ctx, projectID)
 }
 
 // SetProjectVisibility errors: store.ErrNotFound, store.ErrUnavailable; a
 // value other than the two visibilities is refused before any write.
 func (db *DB) SetProjectVisibility(ctx context.Context, projectID, visibility string) error {
-	if visibility != store.VisibilityPrivate && visibility != store.VisibilityPublic {
-		return fmt.Errorf("set project visibility: %q is not private or public", visibility)
-	}
-	tag, err := db.pool.Exec(ctx, updateVisibility, projectID, visibility)
-	if err != nil {
-		return mapErr("set project visibility", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set project visibility: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.feeds().SetVisibility(ctx, projectID, visibility)
 }
 
 // CreateFeedToken stores t (its hash only). Errors: store.ErrExists,
@@ -90,38 +76,18 @@ func (db *DB) CreateFeedToken(ctx context.Context, t store.FeedToken) (store.Fee
 
 // FeedToken errors: store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) FeedToken(ctx context.Context, id string) (store.FeedToken, error) {
-	var t store.FeedToken
-	err := db.pool.QueryRow(ctx, selectFeedToken, id).Scan(&t.ID, &t.ProjectID, &t.RepositoryID, &t.Hash, &t.CreatedBy, &t.Revoked, &t.CreatedAt)
-	if err != nil {
-		return store.FeedToken{}, mapErr("feed token", err)
-	}
-	t.CreatedAt = utc(t.CreatedAt)
-	return t, nil
+	return db.feeds().Token(ctx, id)
 }
 
 // RevokeFeedToken errors: store.ErrNotFound (no such feed token in the
 // project), store.ErrUnavailable.
 func (db *DB) RevokeFeedToken(ctx context.Context, projectID, id string) error {
-	tag, err := db.pool.Exec(ctx, revokeFeedToken, projectID, id)
-	if err != nil {
-		return mapErr("revoke feed token", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("revoke feed token: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.feeds().RevokeToken(ctx, projectID, id)
 }
 
 // CountRecords errors: store.ErrUnavailable.
 func (db *DB) CountRecords(ctx context.Context, sel store.Selection) (int64, error) {
-	var n int64
-	var err error
-	if sel.ThreadID == "" {
-		err = db.pool.QueryRow(ctx, countRepositoryRecords, sel.ProjectID, sel.RepositoryID).Scan(&n)
-	} else {
-		err = db.pool.QueryRow(ctx, countThreadRecords, sel.ProjectID, sel.RepositoryID, sel.ThreadID).Scan(&n)
-	}
-	return n, mapErr("count records", err)
+	return db.feeds().CountRecords(ctx, sel)
 }
 
 // RecordsAt errors: store.ErrUnavailable. A limit outside
@@ -142,3 +108,11 @@ func (db *DB) RecordsAt(ctx context.Context, sel store.Selection, offset int64, 
 	recs, err := collectRecords(rows, sel.ProjectID)
 	return recs, mapErr("records at", err)
 }
+
+var feedSQL = shared.FeedSQL{
+	Visibility: selectVisibility, SetVisibility: updateVisibility,
+	Token: selectFeedToken, RevokeToken: revokeFeedToken,
+	CountRepository: countRepositoryRecords, CountThread: countThreadRecords,
+}
+
+func (db *DB) feeds() shared.Feeds { return shared.Feeds{Engine: db.engine(), SQL: &feedSQL} }

@@ -3,14 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // snapshotTx is the transaction mode of projection reads (spec §8: read the
@@ -154,7 +153,7 @@ func readActiveClaims(ctx context.Context, tx pgx.Tx, q store.ClaimsQuery, now t
 					return err
 				}
 				var err error
-				c.Scope, err = scopeOf(canonical)
+				c.Scope, err = shared.ScopeOf(canonical)
 				return err
 			})
 			b.Queue(claimCompetitors, q.ProjectID, q.RepositoryID, c.ClaimID, c.EventID, store.MaxCompetitors+1).
@@ -176,23 +175,6 @@ func readActiveClaims(ctx context.Context, tx pgx.Tx, q store.ClaimsQuery, now t
 	}
 	snap.Claims, snap.Truncated = claims, truncated
 	return nil
-}
-
-// scopeOf returns the RFC 8785 bytes of a stored event's scope object.
-func scopeOf(canonical []byte) ([]byte, error) {
-	v, err := canonicaljson.ParseObject(canonical)
-	if err != nil {
-		return nil, fmt.Errorf("stored event: %w", store.ErrUnavailable)
-	}
-	scope, ok := v.Get("scope")
-	if !ok {
-		return nil, fmt.Errorf("stored event without scope: %w", store.ErrUnavailable)
-	}
-	b, err := canonicaljson.Canonical(scope)
-	if err != nil {
-		return nil, fmt.Errorf("stored scope: %w", store.ErrUnavailable)
-	}
-	return b, nil
 }
 
 // readRecent fills the newest VoiceRecent records, newest first.

@@ -2,13 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Refusals (store.Refusals): peer links' refused foreign records
@@ -39,82 +35,30 @@ const (
 	selectLatestRef = refusalColumns + ` WHERE $2 = '' OR (project_id = $1 AND peer_id = $2) ORDER BY refused_at DESC, remote_seq DESC LIMIT 1`
 )
 
-func scanRefusal(row pgx.Row) (store.Refusal, error) {
-	var r store.Refusal
-	var remoteAt *time.Time
-	if err := row.Scan(&r.ProjectID, &r.PeerID, &r.ReceivedSeq, &r.EventID, &r.Reason, &r.Final, &r.Record, &remoteAt,
-		&r.Attempts, &r.FirstRefusedAt, &r.RefusedAt); err != nil {
-		return store.Refusal{}, err
-	}
-	if remoteAt != nil {
-		r.RemoteReceivedAt = utc(*remoteAt)
-	}
-	r.FirstRefusedAt, r.RefusedAt = utc(r.FirstRefusedAt), utc(r.RefusedAt)
-	return r, nil
+var refusalSQL = shared.RefusalSQL{
+	Upsert: upsertRefusal, Delete: deleteRefusal, Pending: selectPending, Count: countRefusals, Latest: selectLatestRef,
+}
+
+func (db *DB) refusals() shared.Refusals {
+	return shared.Refusals{Engine: db.engine(), SQL: &refusalSQL}
 }
 
 // SaveRefusal records a refused foreign record (store.Refusals).
 func (db *DB) SaveRefusal(ctx context.Context, r store.Refusal) error {
-	if r.ProjectID == "" || r.PeerID == "" || r.Reason == "" {
-		return errors.New("save refusal: project, peer and reason are required")
-	}
-	record := r.Record
-	if r.Final {
-		record = nil
-	}
-	var remoteAt *time.Time
-	if !r.RemoteReceivedAt.IsZero() {
-		t := r.RemoteReceivedAt.UTC()
-		remoteAt = &t
-	}
-	tag, err := db.pool.Exec(ctx, upsertRefusal, r.ProjectID, r.PeerID, r.ReceivedSeq, r.EventID, r.Reason, r.Final, record, remoteAt)
-	if err != nil {
-		return mapErr("save refusal", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("save refusal: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.refusals().Save(ctx, r)
 }
 
 // DeleteRefusal forgets a refusal (store.Refusals).
 func (db *DB) DeleteRefusal(ctx context.Context, projectID, peerID string, seq int64) error {
-	_, err := db.pool.Exec(ctx, deleteRefusal, projectID, peerID, seq)
-	return mapErr("delete refusal", err)
+	return db.refusals().Delete(ctx, projectID, peerID, seq)
 }
 
 // PendingRefusals lists refusals that may pass (store.Refusals).
 func (db *DB) PendingRefusals(ctx context.Context, projectID, peerID string, afterSeq int64, limit int) ([]store.Refusal, error) {
-	rows, err := db.pool.Query(ctx, selectPending, projectID, peerID, afterSeq, min(max(limit, 1), 200))
-	if err != nil {
-		return nil, mapErr("pending refusals", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Refusal, error) { return scanRefusal(row) })
-	return out, mapErr("pending refusals", err)
+	return db.refusals().Pending(ctx, projectID, peerID, afterSeq, limit)
 }
 
 // SummarizeRefusals counts refusals (store.Refusals).
 func (db *DB) SummarizeRefusals(ctx context.Context, projectID, peerID string) (store.RefusalSummary, error) {
-	rows, err := db.pool.Query(ctx, countRefusals, projectID, peerID)
-	if err != nil {
-		return store.RefusalSummary{}, mapErr("summarize refusals", err)
-	}
-	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.RefusalCount, error) {
-		var c store.RefusalCount
-		err := row.Scan(&c.Reason, &c.Final, &c.Count)
-		return c, err
-	})
-	if err != nil {
-		return store.RefusalSummary{}, mapErr("summarize refusals", err)
-	}
-	sum := store.RefusalSummary{Counts: counts}
-	if len(counts) > 0 {
-		latest, err := scanRefusal(db.pool.QueryRow(ctx, selectLatestRef, projectID, peerID))
-		if err != nil {
-			return store.RefusalSummary{}, mapErr("summarize refusals", err)
-		}
-		latest.Record = nil
-		sum.Latest = &latest
-	}
-	return sum, nil
+	return db.refusals().Summarize(ctx, projectID, peerID)
 }

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Registry (spec §10). Each method is one statement, so one round trip and
@@ -24,21 +23,12 @@ func (db *DB) CreateProject(ctx context.Context, id string) (store.Project, erro
 
 // GetProject errors: store.ErrNotFound.
 func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	if err := db.pool.QueryRow(ctx, selectProject, id).Scan(&p.ID, &p.CreatedAt); err != nil {
-		return store.Project{}, mapErr("get project", err)
-	}
-	p.CreatedAt = utc(p.CreatedAt)
-	return p, nil
+	return db.registry().Project(ctx, id)
 }
 
 // CountProjects returns the number of projects.
 func (db *DB) CountProjects(ctx context.Context) (int, error) {
-	var n int
-	if err := db.pool.QueryRow(ctx, countProjects).Scan(&n); err != nil {
-		return 0, mapErr("count projects", err)
-	}
-	return n, nil
+	return db.registry().CountProjects(ctx)
 }
 
 // CreateIdentity stores id; an empty Status means active. Errors:
@@ -60,75 +50,39 @@ func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Iden
 
 // GetIdentity errors: store.ErrNotFound.
 func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.pool.QueryRow(ctx, selectIdentity, projectID, id))
-	return i, mapErr("get identity", err)
+	return db.registry().Identity(ctx, projectID, id)
 }
 
 // DeactivateIdentity marks the identity inactive; its history stays.
 // Errors: store.ErrNotFound.
 func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.pool.QueryRow(ctx, deactivateIdentity, projectID, id))
+	i, err := shared.ScanIdentity(db.pool.QueryRow(ctx, deactivateIdentity, projectID, id))
 	return i, mapErr("deactivate identity", err)
 }
 
-func scanIdentity(row pgx.Row) (store.Identity, error) {
-	var i store.Identity
-	if err := row.Scan(&i.ID, &i.ProjectID, &i.DisplayName, &i.Status, &i.CreatedAt); err != nil {
-		return store.Identity{}, err
-	}
-	i.CreatedAt = utc(i.CreatedAt)
-	return i, nil
-}
-
-// ActiveIdentityIDs pages active identity ids in ascending byte order
-// (COLLATE "C"), strictly after afterID, at most limit.
+// ActiveIdentityIDs pages active identity ids in ascending byte order,
+// strictly after afterID, at most limit.
 func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
-	rows, err := db.pool.Query(ctx, selectActiveIdentityIDs, projectID, afterID, limit)
-	if err != nil {
-		return nil, mapErr("active identity ids", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return ids, mapErr("active identity ids", err)
+	return db.registry().ActiveIdentityIDs(ctx, projectID, afterID, limit)
 }
 
 // ListIdentities pages the project's identities of every status in
-// ascending byte order of id (COLLATE "C"), strictly after afterID, at
-// most limit.
+// ascending byte order of id, strictly after afterID, at most limit.
 func (db *DB) ListIdentities(ctx context.Context, projectID, afterID string, limit int) ([]store.Identity, error) {
-	rows, err := db.pool.Query(ctx, listIdentities, projectID, afterID, limit)
-	if err != nil {
-		return nil, mapErr("list identities", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Identity, error) { return scanIdentity(row) })
-	return out, mapErr("list identities", err)
+	return db.registry().Identities(ctx, projectID, afterID, limit)
 }
 
 // ListKeys pages the signing keys of every status of one identity in
 // ascending byte order of id, strictly after afterID, at most limit.
 func (db *DB) ListKeys(ctx context.Context, projectID, identityID, afterID string, limit int) ([]store.SigningKey, error) {
-	rows, err := db.pool.Query(ctx, listKeys, projectID, identityID, afterID, limit)
-	if err != nil {
-		return nil, mapErr("list keys", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SigningKey, error) { return scanKey(row) })
-	return out, mapErr("list keys", err)
+	return db.registry().Keys(ctx, projectID, identityID, afterID, limit)
 }
 
 // ListTokens pages the project's tokens, revoked ones included, in
 // ascending byte order of id, strictly after afterID, at most limit;
 // Hash is left empty.
 func (db *DB) ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]store.Token, error) {
-	rows, err := db.pool.Query(ctx, listTokens, projectID, afterID, limit)
-	if err != nil {
-		return nil, mapErr("list tokens", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Token, error) {
-		var t store.Token
-		err := row.Scan(&t.ID, &t.ProjectID, &t.Scopes, &t.Revoked, &t.CreatedAt)
-		t.CreatedAt = utc(t.CreatedAt)
-		return t, err
-	})
-	return out, mapErr("list tokens", err)
+	return db.registry().Tokens(ctx, projectID, afterID, limit)
 }
 
 // AddKey stores a signing key of an identity; an empty Status means active
@@ -152,24 +106,14 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 
 // GetKey errors: store.ErrNotFound.
 func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, selectKey, projectID, id))
-	return k, mapErr("get key", err)
+	return db.registry().Key(ctx, projectID, id)
 }
 
 // RevokeKey marks the key revoked; events it signed stay. Errors:
 // store.ErrNotFound.
 func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.pool.QueryRow(ctx, revokeKey, projectID, id))
+	k, err := shared.ScanKey(db.pool.QueryRow(ctx, revokeKey, projectID, id))
 	return k, mapErr("revoke key", err)
-}
-
-func scanKey(row pgx.Row) (store.SigningKey, error) {
-	var k store.SigningKey
-	if err := row.Scan(&k.ID, &k.IdentityID, &k.ProjectID, &k.PublicKey, &k.Status, &k.CreatedAt); err != nil {
-		return store.SigningKey{}, err
-	}
-	k.CreatedAt = utc(k.CreatedAt)
-	return k, nil
 }
 
 // CreateToken stores a token's id, project, scopes (in the order given)
@@ -186,38 +130,34 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) (store.Token, erro
 
 // GetToken errors: store.ErrNotFound.
 func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
-	var t store.Token
-	err := db.pool.QueryRow(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &t.Scopes, &t.Hash, &t.Revoked, &t.CreatedAt)
-	if err != nil {
-		return store.Token{}, mapErr("get token", err)
-	}
-	t.CreatedAt = utc(t.CreatedAt)
-	return t, nil
+	return db.registry().Token(ctx, id)
 }
 
 // RevokeToken marks the token revoked. Errors: store.ErrNotFound.
 func (db *DB) RevokeToken(ctx context.Context, id string) error {
-	tag, err := db.pool.Exec(ctx, revokeToken, id)
-	if err != nil {
-		return mapErr("revoke token", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("revoke token: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.registry().RevokeToken(ctx, id)
 }
 
 // Setting returns a server-wide value. Errors: store.ErrNotFound.
 func (db *DB) Setting(ctx context.Context, name string) (string, error) {
-	var v string
-	if err := db.pool.QueryRow(ctx, selectSetting, name).Scan(&v); err != nil {
-		return "", mapErr("setting", err)
-	}
-	return v, nil
+	return db.registry().Setting(ctx, name)
 }
 
 // PutSetting sets a server-wide value, replacing any earlier one.
 func (db *DB) PutSetting(ctx context.Context, name, value string) error {
-	_, err := db.pool.Exec(ctx, upsertSetting, name, value)
-	return mapErr("put setting", err)
+	return db.registry().PutSetting(ctx, name, value)
+}
+
+var registrySQL = shared.RegistrySQL{
+	Project: selectProject, CountProjects: countProjects,
+	Identity: selectIdentity, ActiveIdentityIDs: selectActiveIdentityIDs, Identities: listIdentities,
+	Key: selectKey, Keys: listKeys,
+	Token: selectToken, Tokens: listTokens, RevokeToken: revokeToken,
+	Setting: selectSetting, PutSetting: upsertSetting,
+	// text[] scans into a []string as it is.
+	Scopes: func(out *[]string) (any, func() error) { return out, func() error { return nil } },
+}
+
+func (db *DB) registry() shared.Registry {
+	return shared.Registry{Engine: db.engine(), SQL: &registrySQL}
 }

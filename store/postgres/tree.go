@@ -155,27 +155,8 @@ func (db *DB) IntegrateTree(ctx context.Context, projectID string, oldSize int64
 	})
 }
 
-// LogKey returns the relay's log key, created once (store.Tree): the
-// insert of the one row is ON CONFLICT DO NOTHING, and the row read after
-// it is the key every process uses.
+// LogKey returns the relay's log key, created once (store.Tree): another
+// writer may have stored its key first, and the stored one counts.
 func (db *DB) LogKey(ctx context.Context, create func() (string, error)) (string, error) {
-	var skey string
-	err := db.pool.QueryRow(ctx, selectLogKey).Scan(&skey)
-	if err == nil {
-		return skey, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", mapErr("log key", err)
-	}
-	created, err := create()
-	if err != nil {
-		return "", fmt.Errorf("log key: %w", err)
-	}
-	if _, err := db.pool.Exec(ctx, insertLogKey, created); err != nil {
-		return "", mapErr("log key", err)
-	}
-	if err := db.pool.QueryRow(ctx, selectLogKey).Scan(&skey); err != nil {
-		return "", mapErr("log key", err)
-	}
-	return skey, nil
+	return db.engine().CreateOnce(ctx, "log key", selectLogKey, insertLogKey, create)
 }

@@ -2,13 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // The web view's sessions (store.UISessions; migration 0013).
@@ -22,33 +19,30 @@ const (
 		SELECT session_hash FROM ui_sessions WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)`
 )
 
+var uiSessionSQL = shared.UISessionSQL{
+	Insert: insertUISession, Select: selectUISession, Delete: deleteUISession, DeleteExpired: deleteExpiredUISessions,
+}
+
+func (db *DB) uiSessions() shared.UISessions {
+	return shared.UISessions{Engine: db.engine(), SQL: &uiSessionSQL}
+}
+
 // CreateUISession stores s. Errors: store.ErrExists.
 func (db *DB) CreateUISession(ctx context.Context, s store.UISession) error {
-	_, err := db.pool.Exec(ctx, insertUISession, s.Hash, s.ProjectID, s.TokenID, s.CreatedAt, s.ExpiresAt)
-	return mapErr("create ui session", err)
+	return db.uiSessions().Create(ctx, s)
 }
 
 // UISession returns a session by hash. Errors: store.ErrNotFound.
 func (db *DB) UISession(ctx context.Context, hash []byte) (store.UISession, error) {
-	s := store.UISession{Hash: hash}
-	err := db.pool.QueryRow(ctx, selectUISession, hash).Scan(&s.ProjectID, &s.TokenID, &s.CreatedAt, &s.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.UISession{}, fmt.Errorf("ui session: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return store.UISession{}, mapErr("ui session", err)
-	}
-	s.CreatedAt, s.ExpiresAt = utc(s.CreatedAt), utc(s.ExpiresAt)
-	return s, nil
+	return db.uiSessions().Get(ctx, hash)
 }
 
 // DeleteUISession ends a session (absent is no error).
 func (db *DB) DeleteUISession(ctx context.Context, hash []byte) error {
-	_, err := db.execN(ctx, "delete ui session", deleteUISession, hash)
-	return err
+	return db.uiSessions().Delete(ctx, hash)
 }
 
 // DeleteExpiredUISessions deletes one batch of expired sessions.
 func (db *DB) DeleteExpiredUISessions(ctx context.Context, before time.Time, limit int) (int, error) {
-	return db.execN(ctx, "delete expired ui sessions", deleteExpiredUISessions, before, limit)
+	return db.uiSessions().DeleteExpired(ctx, before, limit)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // The embedded hub's subscriptions and pending verifications
@@ -31,7 +32,7 @@ const (
 		SELECT '` + store.CourierWebSub + `', id, $2, last_seq, ` + nowMS + ` FROM projects WHERE id = $1
 		ON CONFLICT (courier, project_id, target) DO NOTHING`
 
-	deleteWebSubCursors = `DELETE FROM courier_cursors WHERE courier = '` + store.CourierWebSub + `' AND project_id = $1 AND target = ANY($2::text[])`
+	deleteWebSubCursor = `DELETE FROM courier_cursors WHERE courier = '` + store.CourierWebSub + `' AND project_id = $1 AND target = $2`
 
 	deleteSubscriptionByKey = `DELETE FROM websub_subscriptions WHERE project_id = $1 AND topic = $2 AND callback = $3 RETURNING id`
 	deleteSubscriptionByID  = `DELETE FROM websub_subscriptions WHERE project_id = $1 AND id = $2`
@@ -52,33 +53,19 @@ const (
 	retryVerification  = `UPDATE websub_verifications SET attempts = attempts + 1 WHERE id = $1`
 )
 
-func scanSubscription(row pgx.Row) (store.Subscription, error) {
-	var s store.Subscription
-	if err := row.Scan(&s.ID, &s.ProjectID, &s.Topic, &s.RepositoryID, &s.ThreadID, &s.Format, &s.Callback,
-		&s.Secret, &s.TokenID, &s.LeaseSeconds, &s.ExpiresAt, &s.State, &s.CreatedAt, &s.VerifiedAt); err != nil {
-		return store.Subscription{}, err
-	}
-	s.ExpiresAt, s.CreatedAt, s.VerifiedAt = utc(s.ExpiresAt), utc(s.CreatedAt), utc(s.VerifiedAt)
-	return s, nil
+var webSubSQL = shared.WebSubSQL{
+	Upsert: upsertSubscription, LeaseArgs: func(int64) []any { return nil }, // $10 is the lease too
+	StartCursor: startWebSubCursor, DeleteCursor: deleteWebSubCursor,
+	DeleteByKey: deleteSubscriptionByKey, DeleteByID: deleteSubscriptionByID, SetState: setSubscriptionState,
+	Select: selectSubscription, Live: selectSubscriptions, SubscribedProjects: selectSubscribedProjects,
+	InsertVerification: insertVerification, Pending: selectPendingVerifications,
+	DeleteVerification: deleteVerification, RetryVerification: retryVerification,
+	CountStates: countSubscriptionStates, Revoked: selectRevokedSubscriptions, ByToken: selectTokenSubscriptions,
+	PublicProjectIDs: selectPublicProjectIDs, DeleteLapsed: deleteLapsedVerifications,
+	Counts: countWebSub,
 }
 
-func scanVerification(row pgx.Row) (store.Verification, error) {
-	var v store.Verification
-	if err := row.Scan(&v.ID, &v.ProjectID, &v.Mode, &v.Topic, &v.RepositoryID, &v.ThreadID, &v.Format, &v.Callback,
-		&v.Secret, &v.TokenID, &v.LeaseSeconds, &v.Attempts, &v.CreatedAt); err != nil {
-		return store.Verification{}, err
-	}
-	v.CreatedAt = utc(v.CreatedAt)
-	return v, nil
-}
-
-// nonNilBytes keeps a NOT NULL bytea column from receiving NULL.
-func nonNilBytes(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
+func (db *DB) websub() shared.WebSub { return shared.WebSub{Engine: db.engine(), SQL: &webSubSQL} }
 
 // AddVerification stores a pending verification. Errors:
 // store.ErrNotFound (unknown project), store.ErrExists (id taken),
@@ -87,33 +74,25 @@ func (db *DB) AddVerification(ctx context.Context, v store.Verification) error {
 	if v.ID == "" {
 		return fmt.Errorf("add verification: empty id")
 	}
-	_, err := db.pool.Exec(ctx, insertVerification, v.ID, v.ProjectID, v.Mode, v.Topic, v.RepositoryID, v.ThreadID,
-		v.Format, v.Callback, nonNilBytes(v.Secret), v.TokenID, v.LeaseSeconds)
-	return mapErr("add verification", err) // an unknown project is a foreign-key violation: ErrNotFound
+	// An unknown project is a foreign-key violation: ErrNotFound.
+	return mapErr("add verification", db.websub().AddVerification(ctx, qr(db.pool), v))
 }
 
 // PendingVerifications returns at most limit pending verifications, oldest
 // first. Errors: store.ErrUnavailable.
 func (db *DB) PendingVerifications(ctx context.Context, limit int) ([]store.Verification, error) {
-	rows, err := db.pool.Query(ctx, selectPendingVerifications, limit)
-	if err != nil {
-		return nil, mapErr("pending verifications", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Verification, error) { return scanVerification(r) })
-	return out, mapErr("pending verifications", err)
+	return db.websub().PendingVerifications(ctx, limit)
 }
 
 // DeleteVerification removes a pending verification; an unknown id is not
 // an error. Errors: store.ErrUnavailable.
 func (db *DB) DeleteVerification(ctx context.Context, id string) error {
-	_, err := db.pool.Exec(ctx, deleteVerification, id)
-	return mapErr("delete verification", err)
+	return db.websub().DeleteVerification(ctx, id)
 }
 
 // RetryVerification counts a failed attempt. Errors: store.ErrUnavailable.
 func (db *DB) RetryVerification(ctx context.Context, id string) error {
-	_, err := db.pool.Exec(ctx, retryVerification, id)
-	return mapErr("retry verification", err)
+	return db.websub().RetryVerification(ctx, id)
 }
 
 // ActivateSubscription creates or renews the (project, topic, callback)
@@ -123,19 +102,9 @@ func (db *DB) RetryVerification(ctx context.Context, id string) error {
 func (db *DB) ActivateSubscription(ctx context.Context, v store.Verification, newID string) (store.Subscription, error) {
 	var sub store.Subscription
 	err := db.inTx(ctx, "activate subscription", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		s, err := scanSubscription(tx.QueryRow(ctx, upsertSubscription, newID, v.ProjectID, v.Topic, v.RepositoryID,
-			v.ThreadID, v.Format, v.Callback, nonNilBytes(v.Secret), v.TokenID, v.LeaseSeconds))
-		if err != nil {
-			return err // an unknown project is a foreign-key violation: ErrNotFound
-		}
-		if _, err := tx.Exec(ctx, startWebSubCursor, v.ProjectID, s.ID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, deleteVerification, v.ID); err != nil {
-			return err
-		}
-		sub = s
-		return nil
+		var err error // an unknown project is a foreign-key violation: ErrNotFound
+		sub, err = db.websub().Activate(ctx, qr(tx), v, newID)
+		return err
 	})
 	return sub, err
 }
@@ -145,23 +114,7 @@ func (db *DB) ActivateSubscription(ctx context.Context, v store.Verification, ne
 // store.ErrUnavailable.
 func (db *DB) DeleteSubscription(ctx context.Context, projectID, topic, callback, verificationID string) error {
 	return db.inTx(ctx, "delete subscription", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, deleteSubscriptionByKey, projectID, topic, callback)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, deleteWebSubCursors, projectID, ids); err != nil {
-				return err
-			}
-		}
-		if verificationID != "" {
-			_, err = tx.Exec(ctx, deleteVerification, verificationID)
-		}
-		return err
+		return db.websub().Delete(ctx, qr(tx), projectID, topic, callback, verificationID)
 	})
 }
 
@@ -169,55 +122,30 @@ func (db *DB) DeleteSubscription(ctx context.Context, projectID, topic, callback
 // unknown id is not an error. Errors: store.ErrUnavailable.
 func (db *DB) RemoveSubscription(ctx context.Context, projectID, id string) error {
 	return db.inTx(ctx, "remove subscription", pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, deleteSubscriptionByID, projectID, id); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, deleteWebSubCursors, projectID, []string{id})
-		return err
+		return db.websub().Remove(ctx, qr(tx), projectID, id)
 	})
 }
 
 // SetSubscriptionState sets a subscription's state. Errors:
 // store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) SetSubscriptionState(ctx context.Context, projectID, id, state string) error {
-	if state != store.SubscriptionActive && state != store.SubscriptionFailing {
-		return fmt.Errorf("set subscription state: %q is not a subscription state", state)
-	}
-	tag, err := db.pool.Exec(ctx, setSubscriptionState, state, projectID, id)
-	if err != nil {
-		return mapErr("set subscription state", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set subscription state: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.websub().SetState(ctx, projectID, id, state)
 }
 
 // Subscription returns one subscription, expired or not. Errors:
 // store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) Subscription(ctx context.Context, projectID, id string) (store.Subscription, error) {
-	s, err := scanSubscription(db.pool.QueryRow(ctx, selectSubscription, projectID, id))
-	return s, mapErr("subscription", err)
+	return db.websub().Subscription(ctx, projectID, id)
 }
 
 // Subscriptions returns the project's subscriptions whose lease has not
 // ended by the database clock, sorted by id. Errors: store.ErrUnavailable.
 func (db *DB) Subscriptions(ctx context.Context, projectID string) ([]store.Subscription, error) {
-	rows, err := db.pool.Query(ctx, selectSubscriptions, projectID)
-	if err != nil {
-		return nil, mapErr("subscriptions", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Subscription, error) { return scanSubscription(r) })
-	return out, mapErr("subscriptions", err)
+	return db.websub().Subscriptions(ctx, projectID)
 }
 
 // SubscribedProjects returns the projects with a live subscription, sorted.
 // Errors: store.ErrUnavailable.
 func (db *DB) SubscribedProjects(ctx context.Context) ([]string, error) {
-	rows, err := db.pool.Query(ctx, selectSubscribedProjects)
-	if err != nil {
-		return nil, mapErr("subscribed projects", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return out, mapErr("subscribed projects", err)
+	return db.websub().SubscribedProjects(ctx)
 }

@@ -23,8 +23,5 @@ const countWebSub = `SELECT
 // CountWebSub returns the counts the hub's caps are checked against. See
 // store.WebSubLimits. Errors: store.ErrUnavailable.
 func (db *DB) CountWebSub(ctx context.Context, projectID, topic, callback string) (store.WebSubCounts, error) {
-	var c store.WebSubCounts
-	err := db.pool.QueryRow(ctx, countWebSub, projectID, topic, callback, store.CallbackHost(callback)).
-		Scan(&c.Subscribed, &c.Topic, &c.Project, &c.Host, &c.HostPending)
-	return c, mapErr("count websub", err)
+	return db.websub().Counts(ctx, projectID, topic, callback)
 }

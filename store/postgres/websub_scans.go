@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -40,53 +38,25 @@ const (
 // CountSubscriptionStates counts the live subscriptions by state.
 // Errors: store.ErrUnavailable.
 func (db *DB) CountSubscriptionStates(ctx context.Context) (map[string]int, error) {
-	rows, err := db.pool.Query(ctx, countSubscriptionStates)
-	if err != nil {
-		return nil, mapErr("count subscription states", err)
-	}
-	out := map[string]int{}
-	var state string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
-		out[state] = n
-		return nil
-	})
-	if err != nil {
-		return nil, mapErr("count subscription states", err)
-	}
-	return out, nil
-}
-
-func (db *DB) subscriptionList(ctx context.Context, op, q string, args ...any) ([]store.Subscription, error) {
-	rows, err := db.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, mapErr(op, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Subscription, error) { return scanSubscription(r) })
-	return out, mapErr(op, err)
+	return db.websub().CountStates(ctx)
 }
 
 // RevokedSubscriptions returns live subscriptions whose token is revoked
 // or gone. Errors: store.ErrUnavailable.
 func (db *DB) RevokedSubscriptions(ctx context.Context, limit int) ([]store.Subscription, error) {
-	return db.subscriptionList(ctx, "revoked subscriptions", selectRevokedSubscriptions, limit)
+	return db.websub().Revoked(ctx, limit)
 }
 
 // TokenSubscriptions returns the project's live subscriptions of one
 // token. Errors: store.ErrUnavailable.
 func (db *DB) TokenSubscriptions(ctx context.Context, projectID, tokenID string) ([]store.Subscription, error) {
-	return db.subscriptionList(ctx, "token subscriptions", selectTokenSubscriptions, projectID, tokenID)
+	return db.websub().TokenSubscriptions(ctx, projectID, tokenID)
 }
 
 // PublicProjectIDs pages the public projects' ids. Errors:
 // store.ErrUnavailable.
 func (db *DB) PublicProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error) {
-	rows, err := db.pool.Query(ctx, selectPublicProjectIDs, afterID, limit)
-	if err != nil {
-		return nil, mapErr("public project ids", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return out, mapErr("public project ids", err)
+	return db.websub().PublicProjectIDs(ctx, afterID, limit)
 }
 
 // DeleteExpiredSubscriptions deletes one batch of expired subscriptions
@@ -100,5 +70,5 @@ func (db *DB) DeleteExpiredSubscriptions(ctx context.Context, before time.Time, 
 // DeleteLapsedVerifications deletes one batch of pending verifications
 // created before before. Errors: store.ErrUnavailable.
 func (db *DB) DeleteLapsedVerifications(ctx context.Context, before time.Time, limit int) (int, error) {
-	return db.execN(ctx, "delete lapsed verifications", deleteLapsedVerifications, before, limit)
+	return db.websub().DeleteLapsedVerifications(ctx, before, limit)
 }

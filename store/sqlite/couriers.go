@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Courier leases, cursors and backoff state (store.Couriers). Lease expiry
@@ -84,9 +84,6 @@ const (
 
 	forgetTarget = `DELETE FROM courier_cursors WHERE courier = ? AND project_id = ? AND target = ?`
 )
-
-// maxLastError bounds the stored failure description (store.Couriers).
-const maxLastError = 200
 
 // timeModifier renders d as an SQLite date modifier: '+1.500 seconds'.
 func timeModifier(d time.Duration) string {
@@ -220,37 +217,10 @@ func (db *DB) ReleaseLeases(ctx context.Context, courier, holder string, project
 	return mapErr("release leases", err)
 }
 
-func scanTargetState(sc interface{ Scan(...any) error }) (store.TargetState, error) {
-	var ts store.TargetState
-	var retryMS int64
-	var since string
-	if err := sc.Scan(&ts.Target, &ts.ReceivedSeq, &ts.Failures, &retryMS, &since, &ts.LastError); err != nil {
-		return ts, err
-	}
-	ts.RetryIn = time.Duration(retryMS) * time.Millisecond
-	if since != "" {
-		ts.FailingSince = parseTime(since)
-	}
-	return ts, nil
-}
-
 // TargetStates reads every stored target state of (courier, project).
 // Errors: store.ErrUnavailable.
 func (db *DB) TargetStates(ctx context.Context, courier, projectID string) ([]store.TargetState, error) {
-	rows, err := db.rd.QueryContext(ctx, selectTargetStates, courier, projectID)
-	if err != nil {
-		return nil, mapErr("target states", err)
-	}
-	defer rows.Close()
-	var out []store.TargetState
-	for rows.Next() {
-		ts, err := scanTargetState(rows)
-		if err != nil {
-			return nil, mapErr("target states", err)
-		}
-		out = append(out, ts)
-	}
-	return out, mapErr("target states", rows.Err())
+	return db.couriers().TargetStates(ctx, courier, projectID)
 }
 
 // fenced runs write in one transaction after checking that lease is live;
@@ -290,10 +260,8 @@ func (db *DB) AdvanceCursor(ctx context.Context, lease store.Lease, target strin
 // AdvanceCursors moves several targets' cursors forward under lease in
 // one write transaction. Errors: store.ErrLeaseLost, store.ErrUnavailable.
 func (db *DB) AdvanceCursors(ctx context.Context, lease store.Lease, advances []store.CursorAdvance) error {
-	for _, a := range advances {
-		if a.ReceivedSeq < 0 {
-			return fmt.Errorf("advance cursors: negative received_seq %d", a.ReceivedSeq)
-		}
+	if err := shared.CheckAdvances("advance cursors", advances); err != nil {
+		return err
 	}
 	if len(advances) == 0 {
 		return nil
@@ -311,16 +279,14 @@ func (db *DB) AdvanceCursors(ctx context.Context, lease store.Lease, advances []
 // RecordFailure counts a failed delivery under lease. Errors:
 // store.ErrLeaseLost, store.ErrUnavailable.
 func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target string, retryIn time.Duration, lastError string) (store.TargetState, error) {
-	if len(lastError) > maxLastError {
-		lastError = strings.ToValidUTF8(lastError[:maxLastError], "")
-	}
+	lastError = shared.ClampLastError(lastError)
 	var ts store.TargetState
 	err := db.fenced(ctx, "record failure", lease, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, recordFailure, lease.Courier, lease.ProjectID, target, timeModifier(retryIn), lastError); err != nil {
 			return err
 		}
 		var err error
-		ts, err = scanTargetState(tx.QueryRowContext(ctx, selectTargetState, lease.Courier, lease.ProjectID, target))
+		ts, err = shared.ScanTargetState(tx.QueryRowContext(ctx, selectTargetState, lease.Courier, lease.ProjectID, target))
 		return err
 	})
 	return ts, err
@@ -328,6 +294,11 @@ func (db *DB) RecordFailure(ctx context.Context, lease store.Lease, target strin
 
 // ForgetTarget deletes target's state. Errors: store.ErrUnavailable.
 func (db *DB) ForgetTarget(ctx context.Context, courier, projectID, target string) error {
-	_, err := db.w.ExecContext(ctx, forgetTarget, courier, projectID, target)
-	return mapErr("forget target", err)
+	return db.couriers().ForgetTarget(ctx, courier, projectID, target)
+}
+
+var courierSQL = shared.CourierSQL{TargetStates: selectTargetStates, Forget: forgetTarget}
+
+func (db *DB) couriers() shared.Couriers {
+	return shared.Couriers{Engine: db.engine(), SQL: &courierSQL}
 }

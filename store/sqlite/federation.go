@@ -9,6 +9,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Federation (store.Federation): foreign appends under the key-at-time
@@ -38,13 +39,13 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
 	deactivateImportIdentity = `UPDATE identities SET status = 'inactive', deactivated_at = ?
 		WHERE project_id = ? AND id = ? AND status = 'active' AND source <> ''`
-	selectImportKey = `SELECT identity_id, public_key, status, revoked_at, source FROM signing_keys WHERE project_id = ? AND id = ?`
+	selectImportKey = `SELECT identity_id, public_key FROM signing_keys WHERE project_id = ? AND id = ?`
 	insertImportKey = `INSERT INTO signing_keys (id, identity_id, project_id, public_key, status, created_at, revoked_at, source)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	// revokeImportKey revokes an imported key, or moves an imported
 	// revocation earlier.
-	revokeImportKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = ?
-		WHERE project_id = ? AND id = ? AND source <> '' AND (status = 'active' OR revoked_at IS NULL OR revoked_at > ?)`
+	revokeImportKey = `UPDATE signing_keys SET status = 'revoked', revoked_at = ?1
+		WHERE project_id = ?2 AND id = ?3 AND source <> '' AND (status = 'active' OR revoked_at IS NULL OR revoked_at > ?1)`
 
 	insertPeer = `INSERT INTO federation_peers (peer_id, project_id, remote_url, token, repository_id, created_at)
 		VALUES (?, ?, ?, ?, ?, ` + nowMS + `) RETURNING created_at`
@@ -184,37 +185,15 @@ func (db *DB) ProjectEvents(ctx context.Context, projectID string, after int64, 
 // RegistryKeys pages the project's keys with their identities
 // (store.Federation).
 func (db *DB) RegistryKeys(ctx context.Context, projectID, afterKeyID string, limit int) ([]store.RegistryKey, error) {
-	return listRows(ctx, db, "registry keys", func(row rowScanner) (store.RegistryKey, error) {
-		var k store.RegistryKey
-		var created, idCreated string
-		var revoked, deactivated sql.NullString
-		if err := row.Scan(&k.SigningKeyID, &k.IdentityID, &k.PublicKey, &k.Status, &created, &revoked, &k.Source,
-			&k.DisplayName, &k.IdentityStatus, &idCreated, &deactivated, &k.IdentitySource); err != nil {
-			return store.RegistryKey{}, err
-		}
-		k.CreatedAt, k.RevokedAt = parseTime(created), parseNullTime(revoked)
-		k.IdentityCreatedAt, k.DeactivatedAt = parseTime(idCreated), parseNullTime(deactivated)
-		return k, nil
-	}, selectRegistryKeys, projectID, afterKeyID, limit)
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return formatTime(t)
+	return db.federation().RegistryKeys(ctx, projectID, afterKeyID, limit)
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 // ImportKey brings one remote key into the project (store.Federation).
 func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.RegistryKey) (bool, error) {
-	if source == store.SourceLocal {
-		return false, errors.New("import key: empty source")
-	}
-	if (k.Status != store.StatusActive && k.Status != store.StatusRevoked) ||
-		(k.IdentityStatus != store.StatusActive && k.IdentityStatus != store.StatusInactive) {
-		return false, fmt.Errorf("import key %s: bad status", k.SigningKeyID)
+	if err := shared.CheckImport(source, k); err != nil {
+		return false, err
 	}
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
@@ -223,54 +202,9 @@ func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.R
 		if err := mustExist(ctx, tx, projectExists, projectID); err != nil {
 			return err
 		}
-		var idStatus, idSource string
-		err := tx.QueryRowContext(ctx, selectImportIdentity, projectID, k.IdentityID).Scan(&idStatus, &idSource)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, insertImportIdentity, k.IdentityID, projectID, k.DisplayName, k.IdentityStatus,
-				formatTime(k.IdentityCreatedAt), nullTime(k.DeactivatedAt), source); err != nil {
-				return err
-			}
-			changed = true
-		case err != nil:
-			return err
-		case k.IdentityStatus == store.StatusInactive && !k.DeactivatedAt.IsZero():
-			r, err := tx.ExecContext(ctx, deactivateImportIdentity, formatTime(k.DeactivatedAt), projectID, k.IdentityID)
-			if err != nil {
-				return err
-			}
-			if n, _ := r.RowsAffected(); n > 0 {
-				changed = true
-			}
-		}
-		var identityID, pub, status, keySource string
-		var revoked sql.NullString
-		err = tx.QueryRowContext(ctx, selectImportKey, projectID, k.SigningKeyID).Scan(&identityID, &pub, &status, &revoked, &keySource)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, insertImportKey, k.SigningKeyID, k.IdentityID, projectID, k.PublicKey, k.Status,
-				formatTime(k.CreatedAt), nullTime(k.RevokedAt), source); err != nil {
-				return err
-			}
-			changed = true
-			return nil
-		case err != nil:
-			return err
-		}
-		if identityID != k.IdentityID || pub != k.PublicKey {
-			return store.ErrKeyConflict
-		}
-		if k.Status == store.StatusRevoked && !k.RevokedAt.IsZero() {
-			at := formatTime(k.RevokedAt)
-			r, err := tx.ExecContext(ctx, revokeImportKey, at, projectID, k.SigningKeyID, at)
-			if err != nil {
-				return err
-			}
-			if n, _ := r.RowsAffected(); n > 0 {
-				changed = true
-			}
-		}
-		return nil
+		var err error
+		changed, err = db.federation().ImportKey(ctx, qr(tx), projectID, source, k)
+		return err
 	})
 	if changed {
 		db.ws.forgetSenders() // the next append re-reads the sender's status
@@ -279,16 +213,6 @@ func (db *DB) ImportKey(ctx context.Context, projectID, source string, k store.R
 		return false, fmt.Errorf("import key %s: %w", k.SigningKeyID, store.ErrKeyConflict)
 	}
 	return changed, err
-}
-
-func scanPeer(row rowScanner) (store.Peer, error) {
-	var p store.Peer
-	var at string
-	if err := row.Scan(&p.ID, &p.ProjectID, &p.RemoteURL, &p.Token, &p.RepositoryID, &at); err != nil {
-		return store.Peer{}, err
-	}
-	p.CreatedAt = parseTime(at)
-	return p, nil
 }
 
 // CreatePeer stores a peer link (store.Federation).
@@ -309,26 +233,26 @@ func (db *DB) CreatePeer(ctx context.Context, p store.Peer) (store.Peer, error) 
 
 // Peers lists links (store.Federation).
 func (db *DB) Peers(ctx context.Context, projectID string) ([]store.Peer, error) {
-	if projectID == "" {
-		return listRows(ctx, db, "peers", scanPeer, selectAllPeer)
-	}
-	return listRows(ctx, db, "peers", scanPeer, selectPeers, projectID)
+	return db.federation().Peers(ctx, projectID)
 }
 
 // Peer reads one link (store.Federation).
 func (db *DB) Peer(ctx context.Context, projectID, peerID string) (store.Peer, error) {
-	p, err := scanPeer(db.rd.QueryRowContext(ctx, selectPeer, projectID, peerID))
-	return p, mapErr("peer", err)
+	return db.federation().Peer(ctx, projectID, peerID)
 }
 
 // RemovePeer deletes one link (store.Federation).
 func (db *DB) RemovePeer(ctx context.Context, projectID, peerID string) error {
-	r, err := db.w.ExecContext(ctx, deletePeer, projectID, peerID)
-	if err != nil {
-		return mapErr("remove peer", err)
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("remove peer: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.federation().RemovePeer(ctx, projectID, peerID)
+}
+
+var federationSQL = shared.FederationSQL{
+	RegistryKeys:   selectRegistryKeys,
+	ImportIdentity: selectImportIdentity, InsertImportIdentity: insertImportIdentity, DeactivateImportIdentity: deactivateImportIdentity,
+	ImportKey: selectImportKey, InsertImportKey: insertImportKey, RevokeImportKey: revokeImportKey,
+	Peer: selectPeer, Peers: selectPeers, AllPeers: selectAllPeer, DeletePeer: deletePeer,
+}
+
+func (db *DB) federation() shared.Federation {
+	return shared.Federation{Engine: db.engine(), SQL: &federationSQL}
 }

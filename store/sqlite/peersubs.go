@@ -2,11 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"time"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // PeerSubscriptions (store.PeerSubscriptions): a peer link's WebSub
@@ -26,52 +24,24 @@ const (
 		state = ?, verified = ?, lease_seconds = ?, verified_at = ?, reason = ? WHERE peer_id = ? AND project_id = ? AND request_id = ?`
 )
 
-func peerSubArgs(s store.PeerSubscription) []any {
-	var secret any
-	if s.Secret != nil {
-		secret = s.Secret
-	}
-	return []any{s.Topic, s.RequestID, s.Mode, secret, formatTime(s.RequestedAt), s.Failed, s.State, s.Verified,
-		int64(s.Lease / time.Second), nullTime(s.VerifiedAt), s.Reason}
+var peerSubSQL = shared.PeerSubSQL{Select: selectPeerSub, Upsert: upsertPeerSubSQL, Replace: replacePeerSubSQL}
+
+func (db *DB) peerSubs() shared.PeerSubs {
+	return shared.PeerSubs{Engine: db.engine(), SQL: &peerSubSQL}
 }
 
 // PeerSubscription reads a link's subscriber state (store.PeerSubscriptions).
 func (db *DB) PeerSubscription(ctx context.Context, projectID, peerID string) (store.PeerSubscription, error) {
-	var s store.PeerSubscription
-	var requested string
-	var verified sql.NullString
-	var lease int64
-	err := db.rd.QueryRowContext(ctx, selectPeerSub, peerID, projectID).Scan(&s.ProjectID, &s.PeerID, &s.Topic, &s.RequestID, &s.Mode,
-		&s.Secret, &requested, &s.Failed, &s.State, &s.Verified, &lease, &verified, &s.Reason)
-	if err != nil {
-		return store.PeerSubscription{}, mapErr("peer subscription", err)
-	}
-	s.RequestedAt, s.VerifiedAt, s.Lease = parseTime(requested), parseNullTime(verified), time.Duration(lease)*time.Second
-	return s, nil
+	return db.peerSubs().Get(ctx, projectID, peerID)
 }
 
 // SavePeerSubscription stores a link's subscriber state (store.PeerSubscriptions).
 func (db *DB) SavePeerSubscription(ctx context.Context, s store.PeerSubscription) error {
-	r, err := db.w.ExecContext(ctx, upsertPeerSubSQL, append(peerSubArgs(s), s.ProjectID, s.PeerID)...)
-	if err != nil {
-		return mapErr("save peer subscription", err)
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("save peer subscription: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.peerSubs().Save(ctx, s)
 }
 
 // ReplacePeerSubscription stores a link's subscriber state while its
 // request is requestID (store.PeerSubscriptions).
 func (db *DB) ReplacePeerSubscription(ctx context.Context, s store.PeerSubscription, requestID string) (bool, error) {
-	r, err := db.w.ExecContext(ctx, replacePeerSubSQL, append(peerSubArgs(s), s.PeerID, s.ProjectID, requestID)...)
-	if err != nil {
-		return false, mapErr("replace peer subscription", err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return false, mapErr("replace peer subscription", err)
-	}
-	return n == 1, nil
+	return db.peerSubs().Replace(ctx, s, requestID)
 }

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/acrelay/acrelay/canonicaljson"
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // Projection reads (spec §8, §9). Each public method runs its statements
@@ -231,7 +231,7 @@ func readActiveClaims(ctx context.Context, tx *sql.Tx, q store.ClaimsQuery, now 
 		if err := canonicalStmt.QueryRowContext(ctx, q.ProjectID, c.EventID).Scan(&canonical); err != nil {
 			return err
 		}
-		if c.Scope, err = scopeOf(canonical); err != nil {
+		if c.Scope, err = shared.ScopeOf(canonical); err != nil {
 			return err
 		}
 		ids, more, err := listIDs(ctx, competitorsStmt, store.MaxCompetitors, q.ProjectID, q.RepositoryID, c.ClaimID, c.EventID, store.MaxCompetitors+1)
@@ -243,23 +243,6 @@ func readActiveClaims(ctx context.Context, tx *sql.Tx, q store.ClaimsQuery, now 
 	}
 	snap.Claims, snap.Truncated = claims, truncated
 	return nil
-}
-
-// scopeOf returns the RFC 8785 bytes of a stored event's scope object.
-func scopeOf(canonical []byte) ([]byte, error) {
-	v, err := canonicaljson.ParseObject(canonical)
-	if err != nil {
-		return nil, fmt.Errorf("stored event: %w", store.ErrUnavailable)
-	}
-	scope, ok := v.Get("scope")
-	if !ok {
-		return nil, fmt.Errorf("stored event without scope: %w", store.ErrUnavailable)
-	}
-	b, err := canonicaljson.Canonical(scope)
-	if err != nil {
-		return nil, fmt.Errorf("stored scope: %w", store.ErrUnavailable)
-	}
-	return b, nil
 }
 
 // listIDs runs a one-column statement whose LIMIT is a sentinel of max+1

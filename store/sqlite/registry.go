@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // The registry (spec §10): projects, identities, signing keys, tokens and
@@ -23,22 +24,12 @@ func (db *DB) CreateProject(ctx context.Context, id string) (store.Project, erro
 
 // GetProject errors: store.ErrNotFound.
 func (db *DB) GetProject(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	var at string
-	if err := db.rd.QueryRowContext(ctx, selectProject, id).Scan(&p.ID, &at); err != nil {
-		return store.Project{}, mapErr("get project", err)
-	}
-	p.CreatedAt = parseTime(at)
-	return p, nil
+	return db.registry().Project(ctx, id)
 }
 
 // CountProjects returns the number of projects.
 func (db *DB) CountProjects(ctx context.Context) (int, error) {
-	var n int
-	if err := db.rd.QueryRowContext(ctx, countProjects).Scan(&n); err != nil {
-		return 0, mapErr("count projects", err)
-	}
-	return n, nil
+	return db.registry().CountProjects(ctx)
 }
 
 // CreateIdentity stores id; an empty Status means active. Errors:
@@ -66,8 +57,7 @@ func (db *DB) CreateIdentity(ctx context.Context, id store.Identity) (store.Iden
 
 // GetIdentity errors: store.ErrNotFound.
 func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
-	i, err := scanIdentity(db.rd.QueryRowContext(ctx, selectIdentity, projectID, id))
-	return i, mapErr("get identity", err)
+	return db.registry().Identity(ctx, projectID, id)
 }
 
 // DeactivateIdentity marks the identity inactive; its history stays.
@@ -75,7 +65,7 @@ func (db *DB) GetIdentity(ctx context.Context, projectID, id string) (store.Iden
 func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (store.Identity, error) {
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
-	i, err := scanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, projectID, id))
+	i, err := shared.ScanIdentity(db.w.QueryRowContext(ctx, deactivateIdentity, projectID, id))
 	db.ws.forgetSenders() // the next append re-reads the sender's status
 	return i, mapErr("deactivate identity", err)
 }
@@ -83,52 +73,29 @@ func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (sto
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanIdentity(row rowScanner) (store.Identity, error) {
-	var i store.Identity
-	var at string
-	if err := row.Scan(&i.ID, &i.ProjectID, &i.DisplayName, &i.Status, &at); err != nil {
-		return store.Identity{}, err
-	}
-	i.CreatedAt = parseTime(at)
-	return i, nil
-}
-
 // ActiveIdentityIDs pages active identity ids in ascending byte order,
 // strictly after afterID, at most limit.
 func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
-	return listRows(ctx, db, "active identity ids", func(row rowScanner) (id string, err error) {
-		return id, row.Scan(&id)
-	}, selectActiveIdentityIDs, projectID, afterID, limit)
+	return db.registry().ActiveIdentityIDs(ctx, projectID, afterID, limit)
 }
 
 // ListIdentities pages the project's identities of every status in
 // ascending byte order of id, strictly after afterID, at most limit.
 func (db *DB) ListIdentities(ctx context.Context, projectID, afterID string, limit int) ([]store.Identity, error) {
-	return listRows(ctx, db, "list identities", scanIdentity, listIdentities, projectID, afterID, limit)
+	return db.registry().Identities(ctx, projectID, afterID, limit)
 }
 
 // ListKeys pages the signing keys of every status of one identity in
 // ascending byte order of id, strictly after afterID, at most limit.
 func (db *DB) ListKeys(ctx context.Context, projectID, identityID, afterID string, limit int) ([]store.SigningKey, error) {
-	return listRows(ctx, db, "list keys", scanKey, listKeys, projectID, identityID, afterID, limit)
+	return db.registry().Keys(ctx, projectID, identityID, afterID, limit)
 }
 
 // ListTokens pages the project's tokens, revoked ones included, in
 // ascending byte order of id, strictly after afterID, at most limit;
 // Hash is left empty.
 func (db *DB) ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]store.Token, error) {
-	return listRows(ctx, db, "list tokens", func(row rowScanner) (store.Token, error) {
-		var t store.Token
-		var scopes, at string
-		if err := row.Scan(&t.ID, &t.ProjectID, &scopes, &t.Revoked, &at); err != nil {
-			return store.Token{}, err
-		}
-		if err := json.Unmarshal([]byte(scopes), &t.Scopes); err != nil {
-			return store.Token{}, fmt.Errorf("scopes: %w", store.ErrUnavailable)
-		}
-		t.CreatedAt = parseTime(at)
-		return t, nil
-	}, listTokens, projectID, afterID, limit)
+	return db.registry().Tokens(ctx, projectID, afterID, limit)
 }
 
 // listRows runs a registry listing on the read pool and scans every row.
@@ -176,8 +143,7 @@ func (db *DB) AddKey(ctx context.Context, k store.SigningKey) (store.SigningKey,
 
 // GetKey errors: store.ErrNotFound.
 func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
-	k, err := scanKey(db.rd.QueryRowContext(ctx, selectKey, projectID, id))
-	return k, mapErr("get key", err)
+	return db.registry().Key(ctx, projectID, id)
 }
 
 // RevokeKey marks the key revoked; events it signed stay. Errors:
@@ -185,19 +151,9 @@ func (db *DB) GetKey(ctx context.Context, projectID, id string) (store.SigningKe
 func (db *DB) RevokeKey(ctx context.Context, projectID, id string) (store.SigningKey, error) {
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
-	k, err := scanKey(db.w.QueryRowContext(ctx, revokeKey, projectID, id))
+	k, err := shared.ScanKey(db.w.QueryRowContext(ctx, revokeKey, projectID, id))
 	db.ws.forgetSenders() // the next append re-reads the sender's status
 	return k, mapErr("revoke key", err)
-}
-
-func scanKey(row rowScanner) (store.SigningKey, error) {
-	var k store.SigningKey
-	var at string
-	if err := row.Scan(&k.ID, &k.IdentityID, &k.ProjectID, &k.PublicKey, &k.Status, &at); err != nil {
-		return store.SigningKey{}, err
-	}
-	k.CreatedAt = parseTime(at)
-	return k, nil
 }
 
 // CreateToken stores a token's id, project, scopes (in the order given)
@@ -229,45 +185,51 @@ func (db *DB) GetToken(ctx context.Context, id string) (store.Token, error) {
 	if ok {
 		return t, nil
 	}
-	var scopes, at string
-	err := db.rd.QueryRowContext(ctx, selectToken, id).Scan(&t.ID, &t.ProjectID, &scopes, &t.Hash, &t.Revoked, &at)
+	t, err := db.registry().Token(ctx, id)
 	if err != nil {
-		return store.Token{}, mapErr("get token", err)
+		return store.Token{}, err
 	}
-	if err := json.Unmarshal([]byte(scopes), &t.Scopes); err != nil {
-		return store.Token{}, fmt.Errorf("get token: scopes: %w", store.ErrUnavailable)
-	}
-	t.CreatedAt = parseTime(at)
 	db.tokens.put(id, t, epoch)
 	return t, nil
 }
 
 // RevokeToken marks the token revoked. Errors: store.ErrNotFound.
 func (db *DB) RevokeToken(ctx context.Context, id string) error {
-	res, err := db.w.ExecContext(ctx, revokeToken, id)
+	err := db.registry().RevokeToken(ctx, id)
 	db.tokens.invalidate() // whatever the outcome: the row may have changed
-	if err != nil {
-		return mapErr("revoke token", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return mapErr("revoke token", err)
-	} else if n == 0 {
-		return fmt.Errorf("revoke token: %w", store.ErrNotFound)
-	}
-	return nil
+	return err
 }
 
 // Setting returns a server-wide value. Errors: store.ErrNotFound.
 func (db *DB) Setting(ctx context.Context, name string) (string, error) {
-	var v string
-	if err := db.rd.QueryRowContext(ctx, selectSetting, name).Scan(&v); err != nil {
-		return "", mapErr("setting", err)
-	}
-	return v, nil
+	return db.registry().Setting(ctx, name)
 }
 
 // PutSetting sets a server-wide value, replacing any earlier one.
 func (db *DB) PutSetting(ctx context.Context, name, value string) error {
-	_, err := db.w.ExecContext(ctx, upsertSetting, name, value)
-	return mapErr("put setting", err)
+	return db.registry().PutSetting(ctx, name, value)
+}
+
+var registrySQL = shared.RegistrySQL{
+	Project: selectProject, CountProjects: countProjects,
+	Identity: selectIdentity, ActiveIdentityIDs: selectActiveIdentityIDs, Identities: listIdentities,
+	Key: selectKey, Keys: listKeys,
+	Token: selectToken, Tokens: listTokens, RevokeToken: revokeToken,
+	Setting: selectSetting, PutSetting: upsertSetting,
+	Scopes: scanScopes,
+}
+
+// scanScopes reads the scopes column, a JSON array of strings.
+func scanScopes(out *[]string) (any, func() error) {
+	var text string
+	return &text, func() error {
+		if err := json.Unmarshal([]byte(text), out); err != nil {
+			return fmt.Errorf("scopes: %w", store.ErrUnavailable)
+		}
+		return nil
+	}
+}
+
+func (db *DB) registry() shared.Registry {
+	return shared.Registry{Engine: db.engine(), SQL: &registrySQL}
 }

@@ -97,26 +97,8 @@ func (db *DB) IntegrateTree(ctx context.Context, projectID string, oldSize int64
 	})
 }
 
-// LogKey returns the relay's log key, created once (store.Tree).
+// LogKey returns the relay's log key, created once (store.Tree): another
+// writer may have stored its key first, and the stored one counts.
 func (db *DB) LogKey(ctx context.Context, create func() (string, error)) (string, error) {
-	var skey string
-	err := db.rd.QueryRowContext(ctx, selectLogKey).Scan(&skey)
-	if err == nil {
-		return skey, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return "", mapErr("log key", err)
-	}
-	created, err := create()
-	if err != nil {
-		return "", fmt.Errorf("log key: %w", err)
-	}
-	if _, err := db.w.ExecContext(ctx, insertLogKey, created); err != nil {
-		return "", mapErr("log key", err)
-	}
-	// Another writer may have stored its key first: the stored one counts.
-	if err := db.w.QueryRowContext(ctx, selectLogKey).Scan(&skey); err != nil {
-		return "", mapErr("log key", err)
-	}
-	return skey, nil
+	return db.engine().CreateOnce(ctx, "log key", selectLogKey, insertLogKey, create)
 }

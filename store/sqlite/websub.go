@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 // The embedded hub's subscriptions and pending verifications
@@ -54,35 +55,19 @@ const (
 
 func leaseModifier(seconds int64) string { return fmt.Sprintf("+%d seconds", max(seconds, 0)) }
 
-func scanSubscription(row rowScanner) (store.Subscription, error) {
-	var s store.Subscription
-	var expires, created, verified string
-	if err := row.Scan(&s.ID, &s.ProjectID, &s.Topic, &s.RepositoryID, &s.ThreadID, &s.Format, &s.Callback,
-		&s.Secret, &s.TokenID, &s.LeaseSeconds, &expires, &s.State, &created, &verified); err != nil {
-		return store.Subscription{}, err
-	}
-	s.ExpiresAt, s.CreatedAt, s.VerifiedAt = parseTime(expires), parseTime(created), parseTime(verified)
-	return s, nil
+var webSubSQL = shared.WebSubSQL{
+	Upsert: upsertSubscription, LeaseArgs: func(seconds int64) []any { return []any{leaseModifier(seconds)} },
+	StartCursor: startWebSubCursor, DeleteCursor: deleteWebSubCursor,
+	DeleteByKey: deleteSubscriptionByKey, DeleteByID: deleteSubscriptionByID, SetState: setSubscriptionState,
+	Select: selectSubscription, Live: selectSubscriptions, SubscribedProjects: selectSubscribedProjects,
+	InsertVerification: insertVerification, Pending: selectPendingVerifications,
+	DeleteVerification: deleteVerification, RetryVerification: retryVerification,
+	CountStates: countSubscriptionStates, Revoked: selectRevokedSubscriptions, ByToken: selectTokenSubscriptions,
+	PublicProjectIDs: selectPublicProjectIDs, DeleteLapsed: deleteLapsedVerifications,
+	Counts: countWebSub,
 }
 
-func scanVerification(row rowScanner) (store.Verification, error) {
-	var v store.Verification
-	var created string
-	if err := row.Scan(&v.ID, &v.ProjectID, &v.Mode, &v.Topic, &v.RepositoryID, &v.ThreadID, &v.Format, &v.Callback,
-		&v.Secret, &v.TokenID, &v.LeaseSeconds, &v.Attempts, &created); err != nil {
-		return store.Verification{}, err
-	}
-	v.CreatedAt = parseTime(created)
-	return v, nil
-}
-
-// nonNil keeps a NOT NULL BLOB column from receiving NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
+func (db *DB) websub() shared.WebSub { return shared.WebSub{Engine: db.engine(), SQL: &webSubSQL} }
 
 // AddVerification stores a pending verification. Errors:
 // store.ErrNotFound (unknown project), store.ErrExists (id taken),
@@ -95,29 +80,25 @@ func (db *DB) AddVerification(ctx context.Context, v store.Verification) error {
 		if err := mustExist(ctx, tx, projectExists, v.ProjectID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, insertVerification, v.ID, v.ProjectID, v.Mode, v.Topic, v.RepositoryID, v.ThreadID,
-			v.Format, v.Callback, nonNil(v.Secret), v.TokenID, v.LeaseSeconds)
-		return err
+		return db.websub().AddVerification(ctx, qr(tx), v)
 	})
 }
 
 // PendingVerifications returns at most limit pending verifications, oldest
 // first. Errors: store.ErrUnavailable.
 func (db *DB) PendingVerifications(ctx context.Context, limit int) ([]store.Verification, error) {
-	return listRows(ctx, db, "pending verifications", scanVerification, selectPendingVerifications, limit)
+	return db.websub().PendingVerifications(ctx, limit)
 }
 
 // DeleteVerification removes a pending verification; an unknown id is not
 // an error. Errors: store.ErrUnavailable.
 func (db *DB) DeleteVerification(ctx context.Context, id string) error {
-	_, err := db.w.ExecContext(ctx, deleteVerification, id)
-	return mapErr("delete verification", err)
+	return db.websub().DeleteVerification(ctx, id)
 }
 
 // RetryVerification counts a failed attempt. Errors: store.ErrUnavailable.
 func (db *DB) RetryVerification(ctx context.Context, id string) error {
-	_, err := db.w.ExecContext(ctx, retryVerification, id)
-	return mapErr("retry verification", err)
+	return db.websub().RetryVerification(ctx, id)
 }
 
 // ActivateSubscription creates or renews the (project, topic, callback)
@@ -131,15 +112,7 @@ func (db *DB) ActivateSubscription(ctx context.Context, v store.Verification, ne
 			return err
 		}
 		var err error
-		sub, err = scanSubscription(tx.QueryRowContext(ctx, upsertSubscription, newID, v.ProjectID, v.Topic, v.RepositoryID,
-			v.ThreadID, v.Format, v.Callback, nonNil(v.Secret), v.TokenID, v.LeaseSeconds, leaseModifier(v.LeaseSeconds)))
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, startWebSubCursor, v.ProjectID, sub.ID); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, deleteVerification, v.ID)
+		sub, err = db.websub().Activate(ctx, qr(tx), v, newID)
 		return err
 	})
 	return sub, err
@@ -150,31 +123,7 @@ func (db *DB) ActivateSubscription(ctx context.Context, v store.Verification, ne
 // store.ErrUnavailable.
 func (db *DB) DeleteSubscription(ctx context.Context, projectID, topic, callback, verificationID string) error {
 	return db.writeTx(ctx, "delete subscription", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, deleteSubscriptionByKey, projectID, topic, callback)
-		if err != nil {
-			return err
-		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, deleteWebSubCursor, projectID, id); err != nil {
-				return err
-			}
-		}
-		if verificationID != "" {
-			_, err = tx.ExecContext(ctx, deleteVerification, verificationID)
-		}
-		return err
+		return db.websub().Delete(ctx, qr(tx), projectID, topic, callback, verificationID)
 	})
 }
 
@@ -182,49 +131,30 @@ func (db *DB) DeleteSubscription(ctx context.Context, projectID, topic, callback
 // unknown id is not an error. Errors: store.ErrUnavailable.
 func (db *DB) RemoveSubscription(ctx context.Context, projectID, id string) error {
 	return db.writeTx(ctx, "remove subscription", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, deleteSubscriptionByID, projectID, id); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, deleteWebSubCursor, projectID, id)
-		return err
+		return db.websub().Remove(ctx, qr(tx), projectID, id)
 	})
 }
 
 // SetSubscriptionState sets a subscription's state. Errors:
 // store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) SetSubscriptionState(ctx context.Context, projectID, id, state string) error {
-	if state != store.SubscriptionActive && state != store.SubscriptionFailing {
-		return fmt.Errorf("set subscription state: %q is not a subscription state", state)
-	}
-	res, err := db.w.ExecContext(ctx, setSubscriptionState, state, projectID, id)
-	if err != nil {
-		return mapErr("set subscription state", err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return mapErr("set subscription state", err)
-	} else if n == 0 {
-		return fmt.Errorf("set subscription state: %w", store.ErrNotFound)
-	}
-	return nil
+	return db.websub().SetState(ctx, projectID, id, state)
 }
 
 // Subscription returns one subscription, expired or not. Errors:
 // store.ErrNotFound, store.ErrUnavailable.
 func (db *DB) Subscription(ctx context.Context, projectID, id string) (store.Subscription, error) {
-	s, err := scanSubscription(db.rd.QueryRowContext(ctx, selectSubscription, projectID, id))
-	return s, mapErr("subscription", err)
+	return db.websub().Subscription(ctx, projectID, id)
 }
 
 // Subscriptions returns the project's subscriptions whose lease has not
 // ended by the database clock, sorted by id. Errors: store.ErrUnavailable.
 func (db *DB) Subscriptions(ctx context.Context, projectID string) ([]store.Subscription, error) {
-	return listRows(ctx, db, "subscriptions", scanSubscription, selectSubscriptions, projectID)
+	return db.websub().Subscriptions(ctx, projectID)
 }
 
 // SubscribedProjects returns the projects with a live subscription, sorted.
 // Errors: store.ErrUnavailable.
 func (db *DB) SubscribedProjects(ctx context.Context) ([]string, error) {
-	return listRows(ctx, db, "subscribed projects", func(row rowScanner) (id string, err error) {
-		return id, row.Scan(&id)
-	}, selectSubscribedProjects)
+	return db.websub().SubscribedProjects(ctx)
 }

@@ -34,41 +34,25 @@ const (
 // CountSubscriptionStates counts the live subscriptions by state.
 // Errors: store.ErrUnavailable.
 func (db *DB) CountSubscriptionStates(ctx context.Context) (map[string]int, error) {
-	type count struct {
-		state string
-		n     int
-	}
-	rows, err := listRows(ctx, db, "count subscription states", func(row rowScanner) (c count, err error) {
-		return c, row.Scan(&c.state, &c.n)
-	}, countSubscriptionStates)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int, len(rows))
-	for _, c := range rows {
-		out[c.state] = c.n
-	}
-	return out, nil
+	return db.websub().CountStates(ctx)
 }
 
 // RevokedSubscriptions returns live subscriptions whose token is revoked
 // or gone. Errors: store.ErrUnavailable.
 func (db *DB) RevokedSubscriptions(ctx context.Context, limit int) ([]store.Subscription, error) {
-	return listRows(ctx, db, "revoked subscriptions", scanSubscription, selectRevokedSubscriptions, limit)
+	return db.websub().Revoked(ctx, limit)
 }
 
 // TokenSubscriptions returns the project's live subscriptions of one
 // token. Errors: store.ErrUnavailable.
 func (db *DB) TokenSubscriptions(ctx context.Context, projectID, tokenID string) ([]store.Subscription, error) {
-	return listRows(ctx, db, "token subscriptions", scanSubscription, selectTokenSubscriptions, projectID, tokenID)
+	return db.websub().TokenSubscriptions(ctx, projectID, tokenID)
 }
 
 // PublicProjectIDs pages the public projects' ids. Errors:
 // store.ErrUnavailable.
 func (db *DB) PublicProjectIDs(ctx context.Context, afterID string, limit int) ([]string, error) {
-	return listRows(ctx, db, "public project ids", func(row rowScanner) (id string, err error) {
-		return id, row.Scan(&id)
-	}, selectPublicProjectIDs, afterID, limit)
+	return db.websub().PublicProjectIDs(ctx, afterID, limit)
 }
 
 // DeleteExpiredSubscriptions deletes one batch of expired subscriptions
@@ -92,5 +76,5 @@ func (db *DB) DeleteExpiredSubscriptions(ctx context.Context, before time.Time, 
 // DeleteLapsedVerifications deletes one batch of pending verifications
 // created before before. Errors: store.ErrUnavailable.
 func (db *DB) DeleteLapsedVerifications(ctx context.Context, before time.Time, limit int) (int, error) {
-	return db.execN(ctx, "delete lapsed verifications", deleteLapsedVerifications, formatTime(before), limit)
+	return db.websub().DeleteLapsedVerifications(ctx, before, limit)
 }
