@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -67,6 +71,47 @@ func FuzzDecodeArgs(f *testing.F) {
 		var te *toolError
 		if !errors.As(err, &te) || (te.Code != "body_invalid" && te.Code != "after_invalid") || te.Message == "" {
 			t.Fatalf("%q: %v", raw, err)
+		}
+	})
+}
+
+// FuzzStdioLineFilter: whatever arrives on stdin, the filter hands on only
+// lines that are valid JSON, one per input line that is, and answers every
+// other non-blank line with exactly one Parse error line.
+func FuzzStdioLineFilter(f *testing.F) {
+	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\nnot json\n\n[1]\r\n{"))
+	f.Add([]byte("\x00\xff\n  {} {}\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var out bytes.Buffer
+		filt := newStdioLineFilter(bytes.NewReader(in), &out, slog.New(slog.DiscardHandler))
+		filt.max = 64
+		got, err := io.ReadAll(filt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantPassed, wantRefused int
+		for _, l := range bytes.Split(in, []byte("\n")) {
+			l = bytes.TrimSpace(l)
+			switch {
+			case len(l) == 0:
+			case len(l) <= filt.max && json.Valid(l):
+				wantPassed++
+			default:
+				wantRefused++
+			}
+		}
+		passed := 0
+		for _, l := range bytes.SplitAfter(got, []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			if l[len(l)-1] != '\n' || !json.Valid(l) {
+				t.Fatalf("handed on %q", l)
+			}
+			passed++
+		}
+		if passed != wantPassed || out.String() != strings.Repeat(parseErrorLine, wantRefused) {
+			t.Fatalf("%q: passed %d (want %d), answered %q (want %d)", in, passed, wantPassed, out.String(), wantRefused)
 		}
 	})
 }
