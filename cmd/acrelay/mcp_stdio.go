@@ -14,12 +14,18 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // parseErrorLine is the JSON-RPC 2.0 answer to a line that is not JSON
 // (§5.1, code -32700; the id is null because none could be read).
 const parseErrorLine = `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` + "\n"
+
+// invalidRequestLine is the JSON-RPC 2.0 answer to a line that is JSON but
+// not a JSON-RPC message the SDK reads (§5.1, code -32600), such as 42,
+// {} or an empty batch: the SDK's transport would end the session on it.
+const invalidRequestLine = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}` + "\n"
 
 // lockedWriter serializes writes to stdout: the SDK writes each message
 // (JSON plus its newline) in one Write call under its own lock, and the
@@ -40,9 +46,10 @@ func (*lockedWriter) Close() error { return nil }
 
 // stdioLineFilter reads newline-delimited messages (MCP stdio transport:
 // one message a line, no embedded newlines) and hands the SDK only lines
-// that are valid JSON, each with its newline. For a line that is not JSON,
-// or longer than max bytes, it writes parseErrorLine to out and logs one
-// line; blank lines are skipped.
+// that are JSON-RPC messages, each with its newline. For a line that is
+// not JSON, or longer than max bytes, it writes parseErrorLine to out; for
+// JSON that is not a JSON-RPC message, invalidRequestLine; either way it
+// logs one line and goes on. Blank lines are skipped.
 type stdioLineFilter struct {
 	r       *bufio.Reader
 	out     io.Writer
@@ -68,12 +75,14 @@ func (f *stdioLineFilter) Read(p []byte) (int, error) {
 		trimmed := bytes.TrimSpace(line)
 		switch {
 		case tooLong:
-			f.refuse("line longer than the limit", "max_bytes", f.max)
+			f.refuse(parseErrorLine, "line longer than the limit", "max_bytes", f.max)
 		case len(trimmed) == 0:
-		case json.Valid(trimmed):
-			f.pending = append(trimmed, '\n')
+		case !json.Valid(trimmed):
+			f.refuse(parseErrorLine, "line is not JSON", "bytes", len(line))
+		case !jsonrpcMessage(trimmed):
+			f.refuse(invalidRequestLine, "line is not a JSON-RPC message", "bytes", len(line))
 		default:
-			f.refuse("line is not JSON", "bytes", len(line))
+			f.pending = append(trimmed, '\n')
 		}
 	}
 	n := copy(p, f.pending)
@@ -81,14 +90,16 @@ func (f *stdioLineFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readLine returns the next line without its newline; a line longer than
-// max is read to its end and discarded (tooLong). err is the reader's
-// error after a last line that had no newline.
+// readLine returns the next line without its newline; a line of more than
+// max bytes before its newline is read to its end and discarded
+// (tooLong). err is the reader's error after a last line that had no
+// newline.
 func (f *stdioLineFilter) readLine() (line []byte, tooLong bool, err error) {
 	for {
 		chunk, err := f.r.ReadSlice('\n')
+		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
 		if !tooLong {
-			if len(line)+len(chunk) > f.max+2 { // + "\r\n"
+			if len(line)+len(chunk) > f.max {
 				tooLong, line = true, nil
 			} else {
 				line = append(line, chunk...)
@@ -97,15 +108,40 @@ func (f *stdioLineFilter) readLine() (line []byte, tooLong bool, err error) {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		return bytes.TrimRight(line, "\r\n"), tooLong, err
+		return line, tooLong, err
 	}
 }
 
-// refuse answers a line with parseErrorLine and logs why (never the
-// line's content, which may hold anything).
-func (f *stdioLineFilter) refuse(why string, args ...any) {
-	f.log.Warn("mcp stdio: answered -32700 Parse error: "+why, args...)
-	if _, err := io.WriteString(f.out, parseErrorLine); err != nil {
-		f.log.Warn("mcp stdio: writing the parse error", "err", err)
+// jsonrpcMessage reports whether a line of valid JSON is what the SDK's
+// transport reads: one JSON-RPC message, or a non-empty array of them
+// (a batch), each decoding with the SDK's own jsonrpc.DecodeMessage.
+func jsonrpcMessage(line []byte) bool {
+	if line[0] != '[' {
+		_, err := jsonrpc.DecodeMessage(line)
+		return err == nil
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(line, &batch) != nil || len(batch) == 0 {
+		return false
+	}
+	for _, m := range batch {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// refuse answers a line with answer (parseErrorLine or
+// invalidRequestLine) and logs why (never the line's content, which may
+// hold anything).
+func (f *stdioLineFilter) refuse(answer, why string, args ...any) {
+	name := "-32700 Parse error"
+	if answer == invalidRequestLine {
+		name = "-32600 Invalid Request"
+	}
+	f.log.Warn("mcp stdio: answered "+name+": "+why, args...)
+	if _, err := io.WriteString(f.out, answer); err != nil {
+		f.log.Warn("mcp stdio: writing the error answer", "err", err)
 	}
 }

@@ -714,9 +714,10 @@ func TestMCPStdoutOnlyMCP(t *testing.T) {
 }
 
 // TestMCPStdioParseError: a line on stdin that is not JSON is answered with
-// a JSON-RPC -32700 Parse error (id null, JSON-RPC 2.0 §5.1) and the
-// session goes on: the next request is answered, the server exits 0 at EOF
-// and logs one line about it to stderr.
+// a JSON-RPC -32700 Parse error (id null, JSON-RPC 2.0 §5.1), JSON that is
+// not a JSON-RPC message with -32600 Invalid Request, and the session goes
+// on: the next request is answered, the server exits 0 at EOF and logs one
+// line about each to stderr.
 func TestMCPStdioParseError(t *testing.T) {
 	f := newMCPFixture(t)
 	cmd := exec.Command(acrelayBinary(t), "mcp")
@@ -746,9 +747,10 @@ func TestMCPStdioParseError(t *testing.T) {
 	}
 	_, _ = io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}
 this is not json {
+{"jsonrpc":"2.0","params":{}}
 {"jsonrpc":"2.0","id":2,"method":"tools/list"}
 `)
-	for len(lines) < 3 && sc.Scan() {
+	for len(lines) < 4 && sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
 	in.Close()
@@ -756,7 +758,7 @@ this is not json {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	if len(lines) != 3 || len(rest) > 0 {
+	if len(lines) != 4 || len(rest) > 0 {
 		t.Fatalf("stdout:\n%s\n%s\nstderr:\n%s", strings.Join(lines, "\n"), rest, stderr.String())
 	}
 	if !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":1,"result":{`) {
@@ -773,10 +775,14 @@ this is not json {
 			} `json:"tools"`
 		} `json:"result"`
 	}
-	if err := json.Unmarshal([]byte(lines[2]), &list); err != nil || list.ID != 2 || len(list.Result.Tools) == 0 {
-		t.Fatalf("line 3 is not the tool list: %s", lines[2])
+	if lines[2] != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}` {
+		t.Fatalf("line 3: %s", lines[2])
 	}
-	if n := strings.Count(stderr.String(), "answered -32700 Parse error: line is not JSON"); n != 1 {
-		t.Fatalf("stderr has %d parse error lines:\n%s", n, stderr.String())
+	if err := json.Unmarshal([]byte(lines[3]), &list); err != nil || list.ID != 2 || len(list.Result.Tools) == 0 {
+		t.Fatalf("line 4 is not the tool list: %s", lines[3])
+	}
+	if strings.Count(stderr.String(), "answered -32700 Parse error: line is not JSON") != 1 ||
+		strings.Count(stderr.String(), "answered -32600 Invalid Request: line is not a JSON-RPC message") != 1 {
+		t.Fatalf("stderr:\n%s", stderr.String())
 	}
 }
