@@ -40,6 +40,11 @@ be reached never blocks: the guard says so and lets the commit through.`,
 	rootCmd.AddCommand(guard)
 }
 
+// guardDefaultTimeout bounds the relay calls of one guard check: a relay
+// that accepts connections but never answers must not hold up every
+// commit; past it the check passes, saying so.
+const guardDefaultTimeout = 4 * time.Second
+
 // guardBypassEnv, when set to anything but "" or "0", turns the guard off
 // for one command (git commit --no-verify skips the hook as well).
 const guardBypassEnv = "ACRELAY_GUARD_BYPASS"
@@ -195,7 +200,7 @@ and summary, the owner's display name) are quoted and attributed, never
 to be taken as instructions.
 
 Exit status 0 when there is no overlap, when the relay cannot be
-reached or answers with an error (it says so: on stderr in a hook,
+reached, does not answer within --timeout (4s) or answers with an error (it says so: on stderr in a hook,
 else on stdout), or when overlaps are
 found without --strict; 1 when overlaps are found with --strict.
 ` + guardBypassEnv + `=1 skips the check. Settings come from flags,
@@ -213,7 +218,7 @@ ACRELAY_* and the agent profile like every agent command.`,
 	fs.BoolVar(&o.staged, "staged", false, "check the paths of the staged changes")
 	fs.StringVar(&o.hook, "hook", "", `running as this git hook: "pre-commit" or "pre-push" (pre-push reads the refs from standard input); output goes to stderr`)
 	fs.BoolVar(&o.strict, "strict", false, "exit 1 when an overlap is found")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "longest wait for the relay; past it the check passes, saying so")
+	fs.DurationVar(&o.timeout, "timeout", guardDefaultTimeout, "longest wait for the relay (the check delays every commit); past it the check passes, saying the relay did not answer in time")
 	return cmd
 }
 
@@ -279,7 +284,9 @@ func guardCheck(ctx context.Context, o guardCheckOptions, stdin io.Reader, stdou
 	res, err := c.OthersClaims(ctx, client.OthersClaimsQuery{RepositoryID: o.self.repositoryID, Self: o.self.identityID, Paths: paths, WithSummaries: true})
 	if err != nil {
 		var apiErr *client.APIError
-		if errors.As(err, &apiErr) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			fmt.Fprintf(out, "acrelay guard: the relay did not answer within %s (--timeout); %s not checked\n", o.timeout, what)
+		} else if errors.As(err, &apiErr) {
 			fmt.Fprintf(out, "acrelay guard: the relay refused the check (%d %s); %s not checked\n", apiErr.Status, apiErr.Code, what)
 		} else {
 			fmt.Fprintf(out, "acrelay guard: relay unreachable (%s); %s not checked\n", unreachableReason(err), what)

@@ -30,6 +30,12 @@ const (
 	inboxStateVersion = 1
 	inboxKeepOwn      = 10000 // own event ids and threads remembered per repository
 	inboxHookStdinMax = 1 << 20
+
+	// The longest wait for the relay in one run, by default: a relay that
+	// accepts connections but never answers must not hold up every turn
+	// of a client whose hook runs the inbox.
+	inboxDefaultTimeout = 15 * time.Second
+	inboxHookTimeout    = 4 * time.Second
 )
 
 type inboxOptions struct {
@@ -75,13 +81,17 @@ With --hook CLIENT the output is what that client's session-start or
 prompt-submit hook takes (acrelay setup wires it): plain text for
 claude-code; {"hookSpecificOutput": {"hookEventName", "additionalContext"}}
 for codex and gemini (the event name read from the hook's standard
-input). In a hook, a failure is reported in the output and the exit
-status stays 0, so the client's turn goes on.`,
+input). In a hook, a failure (a relay that does not answer within
+--timeout, 4s in a hook, 15s otherwise, included) is reported in the
+output and the exit status stays 0, so the client's turn goes on.`,
 		Example: `  acrelay inbox
   acrelay inbox --peek --max 5
   acrelay inbox --hook claude-code   # in .claude/settings.json (acrelay setup claude-code)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.hook != "" && !cmd.Flags().Changed("timeout") {
+				o.timeout = inboxHookTimeout
+			}
 			return runInbox(cmd.Context(), o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -91,7 +101,7 @@ status stays 0, so the client's turn goes on.`,
 	fs.StringVar(&o.hook, "hook", "", "format for a client's hook: claude-code, codex or gemini")
 	fs.IntVar(&o.max, "max", inboxDefaultMax, "most items shown in one run (1–500)")
 	fs.BoolVar(&o.peek, "peek", false, "print without moving the cursor")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "longest wait for the relay (a hook delays the client's turn)")
+	fs.DurationVar(&o.timeout, "timeout", inboxDefaultTimeout, "longest wait for the relay; with --hook 4s unless given (a hook delays every turn of the client)")
 	return cmd
 }
 
@@ -163,7 +173,15 @@ func runInbox(ctx context.Context, o inboxOptions, stdin io.Reader, stdout, stde
 	if o.hook == "codex" || o.hook == "gemini" {
 		event = hookEventName(stdin, event)
 	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
 	text, save, err := inboxText(ctx, o)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("the relay did not answer within %s (--timeout)", o.timeout)
+	}
 	if err != nil {
 		if o.hook == "" {
 			return err
@@ -224,11 +242,6 @@ func inboxText(ctx context.Context, o inboxOptions) (text string, save func() er
 		return "", nil, err
 	}
 	c.Retry = client.RetryPolicy{Initial: 200 * time.Millisecond, Max: 2 * time.Second, MaxAttempts: 3}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
 	statePath := o.stateFile
 	if statePath == "" {
 		if prof == nil || prof.path == "" {

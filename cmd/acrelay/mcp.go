@@ -160,16 +160,13 @@ func runMCP(ctx context.Context, o *mcpOptions, stdin io.Reader, stdout, stderr 
 	if o.httpAddr != "" {
 		return s.serveHTTP(ctx, o, logger)
 	}
-	err = s.srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	out := &lockedWriter{w: stdout}
+	err = s.srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(newStdioLineFilter(stdin, out, logger)), Writer: out})
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)) {
 		return nil
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // session settles device_id, session_id and the session_seq store: with a
 // state dir and a session id, the file store under a lock; otherwise a

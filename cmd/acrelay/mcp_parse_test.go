@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestParseResourceURI(t *testing.T) {
@@ -67,6 +73,70 @@ func FuzzDecodeArgs(f *testing.F) {
 		var te *toolError
 		if !errors.As(err, &te) || (te.Code != "body_invalid" && te.Code != "after_invalid") || te.Message == "" {
 			t.Fatalf("%q: %v", raw, err)
+		}
+	})
+}
+
+// FuzzStdioLineFilter: whatever arrives on stdin, the filter hands on only
+// lines that are JSON-RPC messages (or batches) the SDK decodes, one per
+// input line, and answers every other non-blank line with exactly one
+// error line: Parse error for what is not JSON (or too long), Invalid
+// Request for JSON that is not a message.
+func FuzzStdioLineFilter(f *testing.F) {
+	f.Add([]byte("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\nnot json\n\n[1]\r\n{"))
+	f.Add([]byte("\x00\xff\n  {} {}\n42\n[]\n[{\"jsonrpc\":\"2.0\",\"method\":\"x\"}]\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var out bytes.Buffer
+		filt := newStdioLineFilter(bytes.NewReader(in), &out, slog.New(slog.DiscardHandler))
+		filt.max = 64
+		got, err := io.ReadAll(filt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantJSON, wantNotJSON int
+		for _, l := range bytes.Split(in, []byte("\n")) {
+			tooLong := len(l) > filt.max
+			l = bytes.TrimSpace(l)
+			switch {
+			case tooLong:
+				wantNotJSON++
+			case len(l) == 0:
+			case json.Valid(l):
+				wantJSON++
+			default:
+				wantNotJSON++
+			}
+		}
+		passed := 0
+		for _, l := range bytes.SplitAfter(got, []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			if l[len(l)-1] != '\n' || !json.Valid(l) {
+				t.Fatalf("handed on %q", l)
+			}
+			if l[0] != '[' {
+				if _, err := jsonrpc.DecodeMessage(l); err != nil {
+					t.Fatalf("handed on %q: %v", l, err)
+				}
+			}
+			passed++
+		}
+		answers := strings.SplitAfter(out.String(), "\n")
+		answers = answers[:len(answers)-1]
+		var parse, invalid int
+		for _, a := range answers {
+			switch a {
+			case parseErrorLine:
+				parse++
+			case invalidRequestLine:
+				invalid++
+			default:
+				t.Fatalf("answered %q", a)
+			}
+		}
+		if parse != wantNotJSON || passed+invalid != wantJSON {
+			t.Fatalf("%q: passed %d, invalid %d (JSON lines %d), parse errors %d (want %d)", in, passed, invalid, wantJSON, parse, wantNotJSON)
 		}
 	})
 }

@@ -712,3 +712,77 @@ func TestMCPStdoutOnlyMCP(t *testing.T) {
 		t.Fatalf("stderr:\n%s", stderr.String())
 	}
 }
+
+// TestMCPStdioParseError: a line on stdin that is not JSON is answered with
+// a JSON-RPC -32700 Parse error (id null, JSON-RPC 2.0 §5.1), JSON that is
+// not a JSON-RPC message with -32600 Invalid Request, and the session goes
+// on: the next request is answered, the server exits 0 at EOF and logs one
+// line about each to stderr.
+func TestMCPStdioParseError(t *testing.T) {
+	f := newMCPFixture(t)
+	cmd := exec.Command(acrelayBinary(t), "mcp")
+	cmd.Env = f.env()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	var lines []string
+	// The session first, then the bad line and a request: the Parse error
+	// is written before the next line is read, so it comes first.
+	_, _ = io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}
+`)
+	if sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	_, _ = io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}
+this is not json {
+{"jsonrpc":"2.0","params":{}}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	for len(lines) < 4 && sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	in.Close()
+	rest, _ := io.ReadAll(stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if len(lines) != 4 || len(rest) > 0 {
+		t.Fatalf("stdout:\n%s\n%s\nstderr:\n%s", strings.Join(lines, "\n"), rest, stderr.String())
+	}
+	if !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":1,"result":{`) {
+		t.Fatalf("line 1 is not the answer to initialize: %s", lines[0])
+	}
+	if lines[1] != `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}` {
+		t.Fatalf("line 2: %s", lines[1])
+	}
+	var list struct {
+		ID     int `json:"id"`
+		Result struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if lines[2] != `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}` {
+		t.Fatalf("line 3: %s", lines[2])
+	}
+	if err := json.Unmarshal([]byte(lines[3]), &list); err != nil || list.ID != 2 || len(list.Result.Tools) == 0 {
+		t.Fatalf("line 4 is not the tool list: %s", lines[3])
+	}
+	if strings.Count(stderr.String(), "answered -32700 Parse error: line is not JSON") != 1 ||
+		strings.Count(stderr.String(), "answered -32600 Invalid Request: line is not a JSON-RPC message") != 1 {
+		t.Fatalf("stderr:\n%s", stderr.String())
+	}
+}

@@ -17,9 +17,12 @@
 // one Go-quoted string (strconv.QuoteToGraphic): quotes and backslashes
 // are escaped and every newline, control or format character (bidi
 // overrides, zero-width characters) is written as an escape, so the words
-// can neither close their quotation nor forge a line of their own. Text
-// inside the quotes is the author's exactly, and never shortened without
-// saying so.
+// can neither close their quotation nor forge a line of their own. The
+// framing brackets ⟦ ⟧ (U+27E6, U+27E7) are escaped too (\u27e6, \u27e7)
+// wherever another identity's words are quoted — the words, the display
+// name, the id — so the only raw brackets in a line are its frame's own.
+// Text inside the quotes unquotes (strconv.Unquote) to the author's
+// exactly, and is never shortened without saying so.
 //
 // Shared: `acrelay mcp` (tool results and resources), `acrelay inbox`
 // and `acrelay guard` (cmd/acrelay) all frame other identities' words
@@ -58,7 +61,7 @@ type Author struct {
 func (a Author) Label() string {
 	id := a.IdentityID
 	if !plainToken(id) {
-		id = strconv.QuoteToGraphic(id)
+		id = quote(id)
 	}
 	if a.DisplayName == "" {
 		return "identity (" + id + ")"
@@ -68,7 +71,20 @@ func (a Author) Label() string {
 		r := []rune(name)
 		name = string(r[:maxNameScalars]) + "…"
 	}
-	return "identity " + strconv.QuoteToGraphic(name) + " (" + id + ")"
+	return "identity " + quote(name) + " (" + id + ")"
+}
+
+// frameEscaper writes the framing brackets inside a quoted string as
+// escapes. strconv.QuoteToGraphic leaves them as they are (they are
+// graphic) and never puts them inside an escape of its own, so replacing
+// them in its output keeps the string a valid Go literal of the same
+// words.
+var frameEscaper = strings.NewReplacer("⟦", `\u27e6`, "⟧", `\u27e7`)
+
+// quote is s as one Go-quoted string (strconv.QuoteToGraphic) with the
+// framing brackets ⟦ ⟧ escaped as \u27e6 and \u27e7.
+func quote(s string) string {
+	return frameEscaper.Replace(strconv.QuoteToGraphic(s))
 }
 
 // Quote frames text written by author a as the value of field (the
@@ -78,7 +94,7 @@ func (a Author) Label() string {
 //
 // The result is one line whatever text holds.
 func Quote(a Author, field, text string) string {
-	return header(a, field) + " " + strconv.QuoteToGraphic(text)
+	return header(a, field) + " " + quote(text)
 }
 
 // QuoteList frames several strings of one field written by a (paths of a
@@ -93,7 +109,7 @@ func QuoteList(a Author, field string, items []string) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(strconv.QuoteToGraphic(s))
+		b.WriteString(quote(s))
 	}
 	b.WriteString("]")
 	return b.String()
@@ -101,7 +117,7 @@ func QuoteList(a Author, field string, items []string) string {
 
 func header(a Author, field string) string {
 	if !plainToken(field) {
-		field = strconv.QuoteToGraphic(field)
+		field = quote(field)
 	}
 	return "⟦quoted from " + a.Label() + ", " + field + "⟧"
 }
