@@ -237,8 +237,8 @@ func TestInboxAckWording(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"\n- [ack.seen] " + bob + " has seen your event " + shortID(myWork.ID) + " (event ",
-		"\n- [ack.understood] " + bob + " has understood your event " + shortID(myWork.ID) + " (event ",
+		"\n- [ack.seen] " + bob + " has seen your event " + inboxEventID(myWork.ID) + " (event ",
+		"\n- [ack.understood] " + bob + " has understood your event " + inboxEventID(myWork.ID) + " (event ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("inbox lacks %q:\n%s", want, out)
