@@ -213,13 +213,13 @@ func TestRecordPagesAndHostileText(t *testing.T) {
 					t.Errorf("page %d lacks %q escaped", i, s)
 				}
 			}
-			// Every link stays on this relay: the stylesheet, the
-			// inclusion proof and the feed, each rel=noreferrer.
+			// Every link stays on this relay: the stylesheet, the icon,
+			// the inclusion proof and the feed (the last two rel=noreferrer).
 			var proof string
 			for _, h := range hrefs.FindAllStringSubmatch(page, -1) {
 				u := strings.ReplaceAll(h[1], "&amp;", "&")
 				switch {
-				case u == "/ui/static/ui.css":
+				case u == "/ui/static/ui.css", u == "/ui/static/favicon.svg":
 				case u == feedURL:
 				case strings.HasPrefix(u, e.url+"/v1/feeds/"+capability+"/log/proof/inclusion?received_seq="):
 					proof = u
