@@ -28,6 +28,7 @@ import (
 	"github.com/acrelay/acrelay/hub"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/pgtest"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/sequencer"
@@ -159,7 +160,7 @@ func startRelay(t *testing.T, name string, st store.Store, addr string, tm timin
 		}
 		witnessEvery = 150 * time.Millisecond
 	}
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/wire"
@@ -168,7 +169,7 @@ func (e *env) newHub(opt hub.Options) *hub.Hub { return e.newHubOn(e.st, opt) }
 // newHubOn is newHub over st (a wrapper of e.st).
 func (e *env) newHubOn(st hub.Store, opt hub.Options) *hub.Hub {
 	opt.PublicURL = pub
-	g, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+	g, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/relay"
 )
 
@@ -15,7 +15,7 @@ import (
 // loopback host (tests) and a public name pass.
 func TestPeerRemoteSSRF(t *testing.T) {
 	st := openTestStore(t)
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.2"}})
+	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.2"}})
 	if err != nil {
 		t.Fatal(err)
 	}

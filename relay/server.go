@@ -71,7 +71,7 @@ type Config struct {
 	// routes start at the next serve.
 	Peers PeerLinks
 	// CheckRemote, when set, checks a new peer link's remote_url with the
-	// SSRF guard (hub.Guard.CheckCallbackResolved): a refused address is
+	// SSRF guard (ssrf.Guard.CheckCallbackResolved): a refused address is
 	// 400 remote_url_invalid and nothing is stored or requested.
 	CheckRemote func(ctx context.Context, raw string) error
 	// Limits are the request rates (relay/limits.go); the zero value limits

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/relay"
 )
 
@@ -25,7 +26,7 @@ func newHubEnvAllowing(t *testing.T, allow ...string) (*env, *hub.Hub) {
 	t.Helper()
 	st := openTestStore(t)
 	var srv *relay.Server
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: allow})
+	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: allow})
 	if err != nil {
 		t.Fatal(err)
 	}

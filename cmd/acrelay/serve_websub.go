@@ -12,6 +12,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	websubcourier "github.com/acrelay/acrelay/couriers/websub"
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
@@ -50,7 +51,7 @@ type webSubServices struct {
 	// guard is the one SSRF guard of every outbound hub request
 	// (verification, denial, delivery); federation and the relay's
 	// remote checks use it too.
-	guard *hub.Guard
+	guard *ssrf.Guard
 	hub   *hub.Hub
 	// runner delivers to subscribers; publisher pings external hubs (nil
 	// without --websub-publish-hub).
@@ -73,7 +74,7 @@ func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base co
 	// /websub/hub to the hub and tells it of token revocations. Every
 	// outbound hub request (verification, denial, delivery) goes through
 	// one SSRF guard.
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: cfg.webSubAllowHosts(), OwnAddrs: []string{cfg.Addr, ownAddr, public}})
+	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: cfg.webSubAllowHosts(), OwnAddrs: []string{cfg.Addr, ownAddr, public}})
 	if err != nil {
 		return nil, fmt.Errorf("--websub-allow-hosts (ACRELAY_WEBSUB_ALLOW_HOSTS): %w", err)
 	}

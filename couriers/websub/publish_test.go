@@ -14,6 +14,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/websub"
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/store"
 )
@@ -72,7 +73,7 @@ func TestPublishPingsEveryTopicPastRefusals(t *testing.T) {
 		w := newWorld(t, open)
 		picky := newPingHub(t, 0, func(topic string) bool { return strings.Contains(topic, "repository_id=repo-a") })
 		down := newPingHub(t, http.StatusServiceUnavailable, nil)
-		guard, _ := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+		guard, _ := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 		logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		pub := &websub.Publisher{Hubs: []string{picky.srv.URL + "/hub", down.srv.URL + "/hub"}, Store: w.st,
 			Client: guard.HTTPClient(), PublicURL: w.public, Logger: logger}

@@ -18,6 +18,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/websub"
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/internal/teststore"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/relay"
@@ -55,7 +56,7 @@ func newWorldWith(t *testing.T, open teststore.Open, tune func(*couriers.Options
 		t.Fatal(err)
 	}
 	w := &world{t: t, st: st, public: "http://" + ln.Addr().String()}
-	guard, err := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +457,7 @@ func TestPublishPingsExternalHubs(t *testing.T) {
 			rw.WriteHeader(http.StatusNoContent)
 		}))
 		t.Cleanup(ext.Close)
-		guard, _ := hub.NewGuard(hub.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
+		guard, _ := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: []string{"127.0.0.1"}})
 		r := couriers.NewRunner(w.st, &websub.Publisher{Hubs: []string{ext.URL + "/hub"}, Store: w.st, Client: guard.HTTPClient(), PublicURL: w.public},
 			couriers.Options{Holder: "relay-1", LeaseTTL: 3 * time.Second, Backoff: couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
 		ctx, cancel := context.WithCancel(context.Background())
