@@ -91,7 +91,7 @@ type Options struct {
 	// may still name one the request carried), else the id of a token of
 	// that project with the read scope. Its errors: ErrUnauthorized,
 	// ErrNotFound, ErrScope, or a store error. Nil refuses every subscribe
-	// with 401. The relay provides it (relay.Server.AuthorizeTopic).
+	// with 401. The relay provides it (relay.TopicAuth.AuthorizeTopic).
 	Authorize func(r *http.Request, projectID string) (tokenID string, public bool, err error)
 	// Refresh is called with a project's id after its subscriptions
 	// changed (couriers.Runner.Refresh of the WebSub courier). It must not

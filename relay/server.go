@@ -254,6 +254,18 @@ func principalFrom(ctx context.Context) principal {
 // difference; the hint differs only between no bearer token sent
 // (errUnauthorized: send one) and one sent and refused (errTokenRejected).
 func (s *Server) authenticate(r *http.Request) (principal, error) {
+	return authenticate(r, s.st, s.cfg.OperatorTokenHash)
+}
+
+// tokenReader is what authenticate reads a project token from.
+type tokenReader interface {
+	GetToken(ctx context.Context, id string) (store.Token, error)
+}
+
+// authenticate is Server.authenticate over the store's tokens and the
+// operator token's hash alone, so that TopicAuth can be built before the
+// Server.
+func authenticate(r *http.Request, st tokenReader, operatorTokenHash []byte) (principal, error) {
 	if len(r.Header.Values("Authorization")) > 1 {
 		return principal{}, errUnauthorized // ambiguous: never pick one
 	}
@@ -263,14 +275,14 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		return principal{}, errUnauthorized
 	}
 	tok = strings.TrimSpace(tok)
-	if s.cfg.OperatorTokenHash != nil && token.Matches(tok, s.cfg.OperatorTokenHash) {
+	if operatorTokenHash != nil && token.Matches(tok, operatorTokenHash) {
 		return principal{Operator: true}, nil
 	}
 	id, err := token.ID(tok)
 	if err != nil {
 		return principal{}, errTokenRejected
 	}
-	t, err := s.st.GetToken(r.Context(), id)
+	t, err := st.GetToken(r.Context(), id)
 	if err != nil {
 		if isNotFound(err) {
 			token.Matches(tok, make([]byte, 32)) // same work as a found token
@@ -312,24 +324,51 @@ func requireAdminOf(p principal, projectID string) error {
 	return nil
 }
 
-// AuthorizeTopic is the embedded hub's capability check for a subscribe
-// to one of projectID's topics (hub.Options.Authorize; spec/websub.md
-// "Subscribing"): the request's bearer must be a token of that project
-// with the read scope. Errors: hub.ErrUnauthorized (no valid bearer),
-// hub.ErrNotFound (a token of another project), hub.ErrScope (no read
-// scope, or the operator token: a subscription must name a project token
-// whose revocation ends it), or the store's.
+// AuthorizeTopic is TopicAuth.AuthorizeTopic over the Server's store and
+// operator token.
+func (s *Server) AuthorizeTopic(r *http.Request, projectID string) (tokenID string, public bool, err error) {
+	return NewTopicAuth(s.st, s.cfg.OperatorTokenHash).AuthorizeTopic(r, projectID)
+}
+
+// TopicAuth is the embedded hub's capability check (hub.Options.Authorize)
+// on its own: it needs only the store and the operator token's hash, so
+// cmd builds it before the hub, and the Server, which routes /websub/hub
+// to the hub, after it.
+type TopicAuth struct {
+	st                topicAuthStore
+	operatorTokenHash []byte
+}
+
+// topicAuthStore is what TopicAuth reads: a project's visibility and a
+// bearer's token.
+type topicAuthStore interface {
+	tokenReader
+	ProjectVisibility(ctx context.Context, projectID string) (string, error)
+}
+
+// NewTopicAuth returns the check over st; operatorTokenHash is the
+// operator token's hash (Config.OperatorTokenHash), nil for none.
+func NewTopicAuth(st topicAuthStore, operatorTokenHash []byte) TopicAuth {
+	return TopicAuth{st: st, operatorTokenHash: operatorTokenHash}
+}
+
+// AuthorizeTopic checks a subscribe to one of projectID's topics
+// (spec/websub.md "Subscribing"): the request's bearer must be a token of
+// that project with the read scope. Errors: hub.ErrUnauthorized (no valid
+// bearer), hub.ErrNotFound (a token of another project), hub.ErrScope (no
+// read scope, or the operator token: a subscription must name a project
+// token whose revocation ends it), or the store's.
 //
 // A public project's topics behave as plain WebSub: public is true and no
 // token is needed or recorded (an Authorization header is ignored).
-func (s *Server) AuthorizeTopic(r *http.Request, projectID string) (tokenID string, public bool, err error) {
-	switch v, err := s.st.ProjectVisibility(r.Context(), projectID); {
+func (a TopicAuth) AuthorizeTopic(r *http.Request, projectID string) (tokenID string, public bool, err error) {
+	switch v, err := a.st.ProjectVisibility(r.Context(), projectID); {
 	case err == nil && v == store.VisibilityPublic:
 		return "", true, nil
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return "", false, err
 	}
-	p, err := s.authenticate(r)
+	p, err := authenticate(r, a.st, a.operatorTokenHash)
 	if err != nil {
 		if isUnauthorized(err) {
 			return "", false, hub.ErrUnauthorized

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,22 +24,15 @@ func metricsHandler(reg *prometheus.Registry, logger *slog.Logger) http.Handler 
 }
 
 // serveMetrics serves /metrics, with no token, on ln (--metrics-addr: a
-// private interface the scraper reaches) until ctx ends.
-func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) {
+// private interface the scraper reaches) until ctx ends. Errors: the
+// listener's (serveHTTP).
+func serveMetrics(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
 	logger.Info("metrics listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("metrics", "err", err)
-	}
+	return serveHTTP(ctx, srv, ln, 5*time.Second, logger)
 }
 
 // courierStatuses returns the Status of each runner, in order.

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,8 +11,9 @@ import (
 
 // servePprof serves the runtime profiles on their own listener, never on
 // the relay's: profiles reveal timing and memory of every project.
-// ln is bound by serve before anything starts.
-func servePprof(ln net.Listener, logger *slog.Logger) {
+// ln is bound by serve before anything starts. It serves until ctx ends;
+// errors: the listener's (serveHTTP).
+func servePprof(ctx context.Context, ln net.Listener, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -21,7 +22,5 @@ func servePprof(ln net.Listener, logger *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("pprof listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
-		logger.Error("pprof", "err", err)
-	}
+	return serveHTTP(ctx, srv, ln, 5*time.Second, logger)
 }

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -168,19 +167,7 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.CourierLease < minCourierLease {
-		return fmt.Errorf("--courier-lease (ACRELAY_COURIER_LEASE) %s: want at least %s", cfg.CourierLease, minCourierLease)
-	}
-	if cfg.CourierCacheBytes < 0 {
-		return fmt.Errorf("--courier-cache-bytes (ACRELAY_COURIER_CACHE_BYTES) %d: want at least 0", cfg.CourierCacheBytes)
-	}
-	if err := cfg.storeConfig.check(); err != nil {
-		return err
-	}
-	if err := cfg.checkWebSub(); err != nil {
-		return err
-	}
-	if err := cfg.Limits.check(); err != nil {
+	if err := cfg.check(); err != nil {
 		return err
 	}
 	logWitnesses, err := cfg.LogWitness.witnesses()
@@ -202,41 +189,31 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	reg := prometheus.NewRegistry()
 	metrics := relay.NewMetrics(reg)
 	cfg.storeConfig.Observer = metrics
-
 	st, err := openStore(ctx, cfg.storeConfig, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-
-	lns, err := bindListeners(cfg)
+	lns, err := bindListeners(cfg) // serve_listeners.go
 	if err != nil {
 		return err
 	}
 	defer lns.Close()
-	ln := lns.main
-	public := strings.TrimRight(cfg.PublicURL, "/")
-	if public == "" {
-		public = "http://" + ln.Addr().String()
-	}
-	// Couriers tail the log by durable cursors; the store's advances only
-	// wake them (and the wake streams).
-	var runners []*couriers.Runner
+	public := publicURL(cfg.PublicURL, lns.main)
 	id, err := holderIdentity(cfg.storeConfig)
 	if err != nil {
 		return err
 	}
 	defer id.Close()
 	logger.Info("lease holder", "holder", id.ID, "reclaim", id.Reclaim)
-	// One byte budget bounds what every courier caches (couriers.Cache).
+	// Couriers tail the log by durable cursors; the store's advances only
+	// wake them (and the wake streams). One byte budget bounds what every
+	// courier caches (couriers.Cache).
 	base := couriers.Options{Identity: id, LeaseTTL: cfg.CourierLease, Logger: logger, OnResult: metrics.CourierResult,
 		Cache: couriers.NewCache(cfg.CourierCacheBytes)}
 	export, err := exportRunner(cfg, st, base) // serve_export.go
 	if err != nil {
 		return err
-	}
-	if export != nil {
-		runners = append(runners, export)
 	}
 	mx, err := openMatrix(ctx, cfg.Matrix, st, public, base) // serve_matrix.go
 	if err != nil {
@@ -245,119 +222,151 @@ func runServe(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if mx != nil {
 		mx.out = out
 		mx.registerMetrics(reg)
-		runners = append(runners, mx.runner)
 		if mx.ln != nil {
 			defer mx.ln.Close()
 		}
 	}
-	// The first start's tokens are made and printed only once every
-	// listener is bound: a start that cannot listen must not spend the
-	// tokens that are shown once.
-	boot, err := registry.FirstStart(ctx, st, cfg.OperatorToken != "")
+	opHash, err := firstStart(ctx, st, cfg.OperatorToken, public, out, logger)
 	if err != nil {
-		return fmt.Errorf("first start: %w", err)
-	}
-	opHash, err := registry.OperatorHash(ctx, st, cfg.OperatorToken)
-	if err != nil {
-		return fmt.Errorf("operator token: %w", err)
-	}
-	if boot != nil {
-		printBootstrap(out, boot, public)
-	}
-	// One line for the start-up migrations, after the banner: a first
-	// start applies them all, and one line each would bury the tokens.
-	if mr, ok := st.(store.MigrationReporter); ok {
-		if m := mr.Migrations(); m.Applied > 0 {
-			logger.Info("migrations applied", "dialect", m.Dialect, "count", m.Applied, "from_version", m.From, "to_version", m.To, "duration", m.Duration.Round(time.Millisecond))
-		}
+		return err
 	}
 	logKey, err := openLogKey(ctx, st, public) // serve_tlog.go
 	if err != nil {
 		return err
 	}
 	logger.Info("log key", "verifier_key", logKey.VerifierKey)
-
-	var srv *relay.Server
-	ws, err := openWebSub(cfg, st, public, ln.Addr().String(), base, metrics, // serve_websub.go
-		func(r *http.Request, projectID string) (string, bool, error) { return srv.AuthorizeTopic(r, projectID) })
+	topics := relay.NewTopicAuth(st, opHash)
+	ws, err := openWebSub(cfg, st, public, lns.main.Addr().String(), base, metrics, topics.AuthorizeTopic) // serve_websub.go
 	if err != nil {
 		return err
 	}
-	runners = append(runners, ws.runner)
-	if ws.publisher != nil {
-		runners = append(runners, ws.publisher)
-	}
-	metrics.WatchCouriers(courierStatuses(runners))
-	metricsH := metricsHandler(reg, logger)
-	// Peer links (serve_federation.go) reach remotes through the hub's guard.
+	// Peer links (serve_federation.go) reach remotes through the one SSRF guard.
 	fed := newFederation(st, cfg.Federation, public, id, cfg.CourierLease, logger, ws.guard.HTTPClient())
 	reg.MustRegister(fed) // refused foreign records by reason
-	srv = relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
+	statuses := courierStatuses(runnerList(export, mx.Runner(), ws.runner, ws.publisher))
+	metrics.WatchCouriers(statuses)
+	metricsH := metricsHandler(reg, logger)
+	srv := relay.New(st, relay.Config{PublicURL: public, OperatorTokenHash: opHash, Logger: logger,
 		Hub: ws.hub, TokenRevoked: ws.hub.DenyRevoked, Matrix: mx.binderOrNil(),
-		Metrics: metrics, MetricsHandler: metricsH, Couriers: courierStatuses(runners), Peers: fed, Limits: cfg.Limits.rates(),
+		Metrics: metrics, MetricsHandler: metricsH, Couriers: statuses, Peers: fed, Limits: cfg.Limits.rates(),
 		LogVerifierKey: logKey.VerifierKey, LogSigner: logKey.Signer, // the log's reads (relay/log.go)
 		LogWitnessNames: witnessNames(logWitnesses), WitnessLogs: witnessLogs,
-		CheckRemote: func(ctx context.Context, raw string) error {
-			_, err := ws.guard.CheckCallbackResolved(ctx, raw)
-			return err
-		}})
-
-	bg, stopBG := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, r := range runners {
-		if mx.RunsRunner() && r == mx.runner {
-			continue // under the lease over the relay's Matrix device (serve_matrix.go)
-		}
-		wg.Go(func() { _ = r.Run(bg) })
-	}
-	wg.Go(func() { _ = ws.hub.Run(bg) })
-	wg.Go(func() { _ = ws.revokedScan.Run(bg) })
-	wg.Go(func() { _ = fed.Run(bg) })
-	wg.Go(func() { housekeep(bg, st, id, cfg.CourierLease, logger) })
-	if cfg.LogSequencer {
-		wg.Go(func() {
-			runSequencer(bg, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
-		})
-	}
-	wg.Go(func() {
-		runLogWitnesses(bg, st, cfg.LogWitness, logWitnesses, logKey, id, cfg.CourierLease, reg, logger)
-	})
-	if mx != nil {
-		wg.Go(func() { mx.run(bg) })
-	}
-	defer func() { stopBG(); wg.Wait() }()
-
-	if lns.pprof != nil {
-		go servePprof(lns.pprof, logger)
-	}
-	if lns.metrics != nil {
-		wg.Go(func() { serveMetrics(bg, lns.metrics, metricsH, logger) })
-	}
+		CheckRemote: ws.checkRemote})
 	hs := relay.HTTPServer(cfg.Addr, srv.Handler())
 	hs.RegisterOnShutdown(srv.CloseStreams)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(cfg.Limits.limitConnections(ln, metrics)) }()
-	attrs := []any{"addr", ln.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0)}
-	logger.Info("relay listening", attrs...)
+	ln := cfg.Limits.limitConnections(lns.main, metrics)
 
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+	p := newParts(ctx) // serve_parts.go: until ctx ends or one part fails
+	if export != nil {
+		p.run("export courier", export.Run)
 	}
+	p.run("websub courier", ws.runner.Run)
+	if ws.publisher != nil {
+		p.run("websub publisher", ws.publisher.Run)
+	}
+	p.run("websub hub", ws.hub.Run)
+	p.run("websub revoked-token scan", ws.revokedScan.Run)
+	p.run("federation", fed.Run)
+	if mx != nil {
+		p.run("matrix", mx.run)
+	}
+	p.run("housekeeping", func(ctx context.Context) error {
+		housekeep(ctx, st, id, cfg.CourierLease, logger)
+		return nil
+	})
+	if cfg.LogSequencer {
+		p.run("log sequencer", func(ctx context.Context) error {
+			runSequencer(ctx, st, logKey, public, id, cfg.CourierLease, newTLogMetrics(reg).observe, logger)
+			return nil
+		})
+	}
+	p.run("log witnesses", func(ctx context.Context) error {
+		runLogWitnesses(ctx, st, cfg.LogWitness, logWitnesses, logKey, id, cfg.CourierLease, reg, logger)
+		return nil
+	})
+	if lns.pprof != nil {
+		p.run("pprof", func(ctx context.Context) error { return servePprof(ctx, lns.pprof, logger) })
+	}
+	if lns.metrics != nil {
+		p.run("metrics", func(ctx context.Context) error { return serveMetrics(ctx, lns.metrics, metricsH, logger) })
+	}
+	p.run("serve", func(ctx context.Context) error { return serveHTTP(ctx, hs, ln, 30*time.Second, logger) })
+	logger.Info("relay listening", "addr", lns.main.Addr().String(), "public_url", public, "store", cfg.describe(), "gomaxprocs", runtime.GOMAXPROCS(0))
+
+	<-p.ctx.Done()
 	logger.Info("shutting down: draining in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Warn("shutdown", "err", err)
+	if err := p.wait(); err != nil {
+		return err
 	}
-	stopBG()
-	wg.Wait()
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// check validates what serve reads before it opens anything: the
+// courier lease and cache, the store, the hub and the limits.
+func (cfg serveConfig) check() error {
+	if cfg.CourierLease < minCourierLease {
+		return fmt.Errorf("--courier-lease (ACRELAY_COURIER_LEASE) %s: want at least %s", cfg.CourierLease, minCourierLease)
+	}
+	if cfg.CourierCacheBytes < 0 {
+		return fmt.Errorf("--courier-cache-bytes (ACRELAY_COURIER_CACHE_BYTES) %d: want at least 0", cfg.CourierCacheBytes)
+	}
+	if err := cfg.storeConfig.check(); err != nil {
+		return err
+	}
+	if err := cfg.checkWebSub(); err != nil {
+		return err
+	}
+	return cfg.Limits.check()
+}
+
+// publicURL is --public-url without a trailing slash, or by default
+// http:// and the main listener's bound address.
+func publicURL(flag string, main net.Listener) string {
+	if public := strings.TrimRight(flag, "/"); public != "" {
+		return public
+	}
+	return "http://" + main.Addr().String()
+}
+
+// firstStart makes the first start's tokens and prints them (once, only
+// once every listener is bound: a start that cannot listen must not spend
+// the tokens that are shown once), then logs one line for the start-up
+// migrations, after the banner (a first start applies them all, and one
+// line each would bury the tokens). It returns the operator token's hash
+// (registry.OperatorHash).
+func firstStart(ctx context.Context, st store.Store, operatorToken, public string, out io.Writer, logger *slog.Logger) ([]byte, error) {
+	boot, err := registry.FirstStart(ctx, st, operatorToken != "")
+	if err != nil {
+		return nil, fmt.Errorf("first start: %w", err)
+	}
+	opHash, err := registry.OperatorHash(ctx, st, operatorToken)
+	if err != nil {
+		return nil, fmt.Errorf("operator token: %w", err)
+	}
+	if boot != nil {
+		printBootstrap(out, boot, public)
+	}
+	if mr, ok := st.(store.MigrationReporter); ok {
+		if m := mr.Migrations(); m.Applied > 0 {
+			logger.Info("migrations applied", "dialect", m.Dialect, "count", m.Applied, "from_version", m.From, "to_version", m.To, "duration", m.Duration.Round(time.Millisecond))
+		}
+	}
+	return opHash, nil
+}
+
+// runnerList is the couriers' runners that are on, in order.
+func runnerList(runners ...*couriers.Runner) []*couriers.Runner {
+	var out []*couriers.Runner
+	for _, r := range runners {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func printBootstrap(out io.Writer, b *registry.Bootstrap, public string) {

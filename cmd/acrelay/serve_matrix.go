@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -178,16 +177,15 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	}
 	m.log.Info("matrix: this process drives the relay's Matrix device (lease matrix-crypto)")
 	m.courier.Crypto, m.inbox.Crypto = cr, cr
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = m.runner.Run(ctx) })
-	wg.Go(func() { _ = m.inbox.Run(ctx) })
+	p := newParts(ctx)
+	p.run("courier", m.runner.Run)
+	p.run("inbox", m.inbox.Run)
 	if m.reg == nil {
-		wg.Go(func() { _ = m.inbox.Sync(ctx) })
+		p.run("sync", m.inbox.Sync)
 	} else if d, ok := cr.(interface{ SyncDevice(context.Context) error }); ok {
-		wg.Go(func() { _ = d.SyncDevice(ctx) })
+		p.run("device sync", d.SyncDevice)
 	}
-	wg.Wait()
-	return nil
+	return p.wait()
 }
 
 // registerMetrics registers the Matrix courier's own metrics.
@@ -267,14 +265,9 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	return m, nil
 }
 
-// RunsRunner reports whether run runs the runner itself (under the lease
-// over the relay's Matrix device) rather than runServe with the others.
-func (m *matrixServices) RunsRunner() bool { return m != nil && m.cryptoJob != nil }
-
-// Runner is the Matrix courier's runner, nil when the courier is off.
-// runServe puts it in the list of runners it starts, so its Status (lag,
-// failing targets, last error) is reported beside the other couriers'
-// (readiness, metrics).
+// Runner is the Matrix courier's runner, nil when the courier is off. run
+// runs it; runServe reports its Status (lag, failing targets, last error)
+// beside the other couriers' (readiness, metrics).
 func (m *matrixServices) Runner() *couriers.Runner {
 	if m == nil {
 		return nil
@@ -290,38 +283,32 @@ func (m *matrixServices) binderOrNil() relay.MatrixBinder {
 	return m.binder
 }
 
-// run serves the inbound side until ctx ends: the application-service
-// listener (on every process: any may take a push), or the bot's /sync
-// long-poll, and the inbox (each on the one process holding its
-// relay-wide lease).
-func (m *matrixServices) run(ctx context.Context) {
-	if m.cryptoJob != nil && m.reg == nil {
-		m.cryptoJob.RunDo(ctx, m.underCrypto)
-		return
+// run runs the Matrix courier until ctx ends: its runner, the inbound
+// side — the application-service listener (on every process: any may take
+// a push) or the bot's /sync long-poll — and the inbox (each on the one
+// process holding its relay-wide lease; with encryption, the runner, the
+// inbox and the /sync under the lease over the relay's Matrix device,
+// underCrypto). Errors: the application-service listener's.
+func (m *matrixServices) run(ctx context.Context) error {
+	p := newParts(ctx)
+	switch {
+	case m.cryptoJob != nil:
+		p.alone(m.cryptoJob, m.underCrypto)
+	case m.reg == nil:
+		p.run("courier", m.runner.Run)
+		p.alone(m.inboxJob, m.inbox.Run)
+		p.alone(m.syncJob, m.inbox.Sync)
+	default:
+		p.run("courier", m.runner.Run)
+		p.alone(m.inboxJob, m.inbox.Run)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if m.cryptoJob != nil {
-			m.cryptoJob.RunDo(ctx, m.underCrypto)
-			return
-		}
-		m.inboxJob.RunDo(ctx, func(ctx context.Context) error { return m.inbox.Run(ctx) })
-	}()
-	if m.reg == nil {
-		m.syncJob.RunDo(ctx, m.inbox.Sync)
-		<-done
-		return
+	if m.reg != nil {
+		hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+		m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
+		p.run("appservice listener", func(ctx context.Context) error { return serveHTTP(ctx, hs, m.ln, 5*time.Second, m.log) })
+		p.run("appservice ping", func(ctx context.Context) error { m.ping(ctx); return nil })
 	}
-	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
-	go func() { _ = hs.Serve(m.ln) }()
-	m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
-	go m.ping(ctx)
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	<-done
+	return p.wait()
 }
 
 // ping asks the homeserver to ping the application service

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -63,25 +64,34 @@ type webSubServices struct {
 
 // openWebSub builds the hub, its guard and its couriers. ownAddr is the
 // main listener's bound address; authorize is the relay's topic check
-// (the relay is built after the hub, which it routes /websub/hub to and
-// tells of token revocations). base gives the runners' holder, lease,
-// logger, OnResult and the shared cache (the courier's rendered bodies
-// go in it too); openWebSub sets their backoff.
+// (relay.TopicAuth: built before the hub, and the relay, which routes
+// /websub/hub to the hub and tells it of token revocations, after it).
+// base gives the runners' holder, lease, logger, OnResult and the shared
+// cache (the courier's rendered bodies go in it too); openWebSub sets
+// their backoff.
 func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base couriers.Options, metrics *relay.Metrics,
 	authorize func(r *http.Request, projectID string) (string, bool, error)) (*webSubServices, error) {
 	id, logger := base.Identity, base.Logger
-	// The hub asks the relay to authorize private topics; the relay routes
-	// /websub/hub to the hub and tells it of token revocations. Every
-	// outbound hub request (verification, denial, delivery) goes through
-	// one SSRF guard.
+	// Every outbound hub request (verification, denial, delivery) goes
+	// through one SSRF guard.
 	guard, err := ssrf.NewGuard(ssrf.GuardOptions{AllowHosts: cfg.webSubAllowHosts(), OwnAddrs: []string{cfg.Addr, ownAddr, public}})
 	if err != nil {
 		return nil, fmt.Errorf("--websub-allow-hosts (ACRELAY_WEBSUB_ALLOW_HOSTS): %w", err)
 	}
-	var websubRunner *couriers.Runner
 	// One process scans for subscriptions of revoked tokens (a relay-wide
 	// lease); every process verifies intent and sends the denials it queued.
 	revokedScan := lease.NewSingle(st, lease.Options{Name: "websub-revoked-scan", Holder: id, TTL: cfg.CourierLease, Logger: logger})
+	base.Backoff = couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}
+	hostLimit := cfg.WebSubHostLimit
+	delivery := base
+	delivery.Concurrency, delivery.HostLimit = cfg.WebSubConcurrency, func(string) int { return hostLimit }
+	// The hub refreshes the delivery runner when a project's
+	// subscriptions change, and the courier denies through the hub a
+	// subscription whose capability no longer holds: the runner is built
+	// first, the hub on it, and the courier is given the hub before
+	// anything runs.
+	courier := &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger, Cache: base.Cache}
+	runner := couriers.NewRunner(st, courier, delivery)
 	websub := hub.New(st, hub.Options{
 		PublicURL: public, LeaseMin: cfg.WebSubLeaseMin, LeaseDefault: cfg.WebSubLeaseDefault, LeaseMax: cfg.WebSubLeaseMax,
 		Guard: guard, Logger: logger, RevokedCheckHeld: revokedScan.Held,
@@ -90,21 +100,24 @@ func openWebSub(cfg serveConfig, st store.Store, public, ownAddr string, base co
 		// allows http callbacks.
 		Production: strings.HasPrefix(public, "https://") && !cfg.WebSubAllowHTTPCallbacks,
 		Authorize:  authorize,
-		Refresh:    func(projectID string) { websubRunner.Refresh(projectID) },
+		Refresh:    runner.Refresh,
 		Limits:     cfg.Limits.hubLimits(), OnRefused: metrics.LimitRefused,
 	})
-	base.Backoff = couriers.Backoff{Initial: cfg.WebSubRetryInitial, Max: cfg.WebSubRetryMax, GiveUp: cfg.WebSubGiveUp}
-	hostLimit := cfg.WebSubHostLimit
-	delivery := base
-	delivery.Concurrency, delivery.HostLimit = cfg.WebSubConcurrency, func(string) int { return hostLimit }
-	websubRunner = couriers.NewRunner(st, &websubcourier.Courier{Store: st, Client: guard.HTTPClient(), PublicURL: public, Denier: websub, Logger: logger, Cache: base.Cache}, delivery)
-	ws := &webSubServices{guard: guard, hub: websub, runner: websubRunner, revokedScan: revokedScan}
+	courier.Denier = websub
+	ws := &webSubServices{guard: guard, hub: websub, runner: runner, revokedScan: revokedScan}
 	if len(cfg.WebSubPublishHubs) > 0 {
 		// A batch whose pings keep failing is dropped after --websub-give-up,
 		// so a hub that never recovers holds back nothing for longer.
 		ws.publisher = couriers.NewRunner(st, &websubcourier.Publisher{Hubs: cfg.WebSubPublishHubs, Store: st, Client: guard.HTTPClient(), PublicURL: public, Logger: logger}, base)
 	}
 	return ws, nil
+}
+
+// checkRemote is the relay's check of a new peer link's remote_url
+// (relay.Config.CheckRemote): the guard's, names resolved.
+func (ws *webSubServices) checkRemote(ctx context.Context, raw string) error {
+	_, err := ws.guard.CheckCallbackResolved(ctx, raw)
+	return err
 }
 
 // checkWebSub validates the hub's lease settings: each at least a second
