@@ -183,7 +183,14 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	if m.reg == nil {
 		p.run("sync", m.inbox.Sync)
 	} else if d, ok := cr.(interface{ SyncDevice(context.Context) error }); ok {
-		p.run("device sync", d.SyncDevice)
+		p.run("device sync", func(ctx context.Context) error {
+			// A device whose encryption did not start (logged; encrypted
+			// rooms are refused) has nothing to sync: the rest goes on.
+			if err := d.SyncDevice(ctx); !errors.Is(err, matrix.ErrEncryptionUnavailable) {
+				return err
+			}
+			return nil
+		})
 	}
 	return p.wait()
 }
