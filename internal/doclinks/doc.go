@@ -1,6 +1,8 @@
-// Package doclinks holds no code: its test checks that every relative
+// Package doclinks holds no code: its tests check that every relative
 // link in the repository's Markdown files ([text](path) and
 // [text](path#anchor)) names a file or directory of the repository, and
 // that an anchor into a Markdown file names one of its headings (GitHub's
-// heading ids). Links with a scheme (https:, mailto:) are not followed.
+// heading ids); links with a scheme (https:, mailto:) are not followed.
+// They also check that README.md's "Repository layout" table names every
+// package of the module and no other (TestReadmePackageMap).
 package doclinks
