@@ -4,5 +4,7 @@
 // that an anchor into a Markdown file names one of its headings (GitHub's
 // heading ids); links with a scheme (https:, mailto:) are not followed.
 // They also check that README.md's "Repository layout" table names every
-// package of the module and no other (TestReadmePackageMap).
+// package of the module and no other (TestReadmePackageMap), and that
+// every import of a package points to a lower row of the layers drawn in
+// docs/architecture.md (TestArchitectureLayers).
 package doclinks
