@@ -1,12 +1,3 @@
-// Package store declares what the layers above need from persistence: the
-// project registry (identities, signing keys, bearer-token hashes), the
-// append-only event log with receipts, lineage bookkeeping and the durable
-// ready frontier of spec §8, and courier cursors and leases.
-//
-// Two dialects implement it: store/sqlite (embedded default, pure Go) and
-// store/postgres (pgx/v5). Both pass the one behavioural suite in
-// store/storetest. Nothing above this package sees a driver error: each
-// dialect maps its driver's errors to the sentinels below.
 package store
 
 import (
