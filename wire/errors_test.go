@@ -391,3 +391,47 @@ func stringLit(e ast.Expr) (string, bool) {
 	v, err := strconv.Unquote(l.Value)
 	return v, err == nil
 }
+
+// docsRow is a row of a docs/*.md error list: "| 400, 403 | `code`, … | when |".
+var (
+	docsRow   = regexp.MustCompile(`^\| ([45][0-9]{2}(?:, [45][0-9]{2})*) \| (.*?) \|`)
+	docsAside = regexp.MustCompile(`\([^)]*\)`)
+	docsCode  = regexp.MustCompile("`([^`]+)`")
+)
+
+// TestDocsListEveryCode: docs/http.md's error list (with the verifiable
+// log's in docs/verifiable-log-reads.md) and the table agree: every row
+// of the table is listed with its status, and every code listed is a row.
+func TestDocsListEveryCode(t *testing.T) {
+	root := moduleRoot(t)
+	listed := map[string][]int{} // code → statuses of the rows naming it
+	for _, name := range []string{"http.md", "verifiable-log-reads.md"} {
+		b, err := os.ReadFile(filepath.Join(root, "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			m := docsRow.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			var statuses []int
+			for _, s := range strings.Split(m[1], ", ") {
+				n, _ := strconv.Atoi(s)
+				statuses = append(statuses, n)
+			}
+			// "(with `issues`)" and the like are asides, not codes.
+			for _, c := range docsCode.FindAllStringSubmatch(docsAside.ReplaceAllString(m[2], ""), -1) {
+				listed[c[1]] = append(listed[c[1]], statuses...)
+				if _, ok := wire.LookupError(c[1]); !ok {
+					t.Errorf("docs/%s lists %q, which is not in wire's error table", name, c[1])
+				}
+			}
+		}
+	}
+	for _, e := range wire.ErrorCodes() {
+		if !slices.Contains(listed[e.Code], e.Status) {
+			t.Errorf("%s (%d) is not in docs/http.md's error list with its status (listed with %v)", e.Code, e.Status, listed[e.Code])
+		}
+	}
+}
