@@ -69,14 +69,8 @@ var (
 	errAfterNotHandoffID        = apierror.New(wire.CodeAfterInvalid).Say("after must be the handoff id that ended the previous page")
 	errLimitInvalid             = apierror.New(wire.CodeLimitInvalid)
 
-	// Appending events (spec §3, §6, §7) and reading projections (§8, §9).
-	errSignatureEncoding     = apierror.New(wire.CodeSignatureEncodingInvalid)
-	errEventIDMismatch       = apierror.New(wire.CodeEventIDMismatch)
-	errProjectMismatch       = apierror.New(wire.CodeProjectMismatch)
-	errSenderNotActive       = apierror.New(wire.CodeSenderOrSigningKeyNotActive)
-	errSignatureInvalid      = apierror.New(wire.CodeSignatureInvalid)
-	errEventIDCollision      = apierror.New(wire.CodeEventIDCollision)
-	errAppendUnavailable     = apierror.New(wire.CodeCorrespondenceAppendUnavailable)
+	// Reading projections (spec §8, §9). An append's refusals are the codes
+	// ingest.Refusal names, answered as the table says (toAPIError).
 	errProjectionUnavailable = apierror.New(wire.CodeCorrespondenceProjectionUnavailable)
 	errReadUnavailable       = apierror.New(wire.CodeCorrespondenceReadUnavailable)
 
@@ -116,9 +110,10 @@ var (
 	errRepresentationChanged = apierror.New(wire.CodePreconditionFailed).Say("If-Match does not match the representation's current ETag").WithHint("GET it again without If-Match for the current bytes and ETag")
 
 	// The relay itself.
-	errRequestCancelled = apierror.New(wire.CodeRequestCancelled)
-	errUnavailable      = apierror.New(wire.CodeUnavailable)
-	errInternal         = apierror.Internal
+	// request_cancelled, unavailable and not_found of the store's
+	// sentinels come from apierror.From.
+	errUnavailable = apierror.New(wire.CodeUnavailable)
+	errInternal    = apierror.Internal
 )
 
 // The 403 scope_insufficient of each scope, naming the scope the route
