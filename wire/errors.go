@@ -168,7 +168,7 @@ var errorTable = []ErrorCode{
 	{handoffEvidenceRequired, 409, "an acceptance criterion requires evidence; the result has no evidenceUris", ""},
 	{CodePreconditionFailed, 412, "If-Match does not match the contract's current ETag", "GET the contract again and retry with its ETag"},
 	{CodeContractInvalid, 422, "the contract violates the handoff contract schema", ""},
-	{CodeEnvelopeRefused, 422, "the envelope is refused", ""},
+	{CodeEnvelopeRefused, 422, "the predicate envelope is refused", ""},
 	{CodePreconditionRequired, 428, "a transition needs If-Match with the contract's current ETag", "GET the contract and send its ETag in If-Match"},
 
 	// The embedded WebSub hub, POST /websub/hub (spec/websub.md).
