@@ -718,7 +718,7 @@ func (l *link) takePage(ctx context.Context, recs []pageRecord, syncFirst bool) 
 		case errors.Is(err, ingest.ErrSenderUnknown):
 			outs[i] = l.refuse(ctx, recs[i], ReasonSigningKeyUnknown, false, err)
 		default:
-			_, code, _ := ingest.Refusal(err)
+			code, _ := ingest.Refusal(err)
 			outs[i] = l.refuse(ctx, recs[i], code, true, err)
 		}
 	}

@@ -28,7 +28,7 @@
 // through its client; the WebSub couriers and federation use the same
 // guard's client, built once by cmd.
 //
-// What it deliberately does not do: decide status codes or wire error
-// codes (relay owns that table), log, or limit per-host concurrency
-// (couriers does).
+// What it deliberately does not do: decide status codes (its answers are
+// rows of wire's error table, written by internal/apierror as every relay
+// route's are), log, or limit per-host concurrency (couriers does).
 package hub

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/internal/ssrf"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
@@ -193,42 +193,31 @@ func New(st Store, opt Options) *Hub {
 		wake:   make(chan struct{}, 1), denials: make(chan denial, 256)}
 }
 
-// hubError is one error answer: status, stable code (wire.Code*), fixed
-// English message that never quotes input.
-type hubError struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *hubError) Error() string { return e.code }
-
+// The hub's answers: rows of wire's error table, with the hub's own
+// message where it says more (internal/apierror).
 var (
-	errMethod         = &hubError{http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, "the hub takes POST only"}
-	errContentType    = &hubError{http.StatusUnsupportedMediaType, wire.CodeContentTypeUnsupported, "the body must be application/x-www-form-urlencoded"}
-	errBodyTooLarge   = &hubError{http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "the body exceeds 16384 bytes"}
-	errBodyUnreadable = &hubError{http.StatusBadRequest, wire.CodeBodyUnreadable, "the body could not be read"}
-	errForm           = &hubError{http.StatusBadRequest, wire.CodeBodyInvalid, "the body is not a valid form encoding"}
-	errRepeated       = &hubError{http.StatusBadRequest, wire.CodeHubParameterRepeated, "a hub.* parameter is repeated"}
-	errMode           = &hubError{http.StatusBadRequest, wire.CodeHubModeInvalid, "hub.mode must be subscribe or unsubscribe"}
-	errPublish        = &hubError{http.StatusBadRequest, wire.CodeHubPublishUnsupported, "this hub serves only this relay's own topics and takes no publish notifications"}
-	errTopic          = &hubError{http.StatusBadRequest, wire.CodeHubTopicInvalid, "hub.topic must be a topic URL of this relay"}
-	errCallback       = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an absolute http(s) URL of a public host, without userinfo or fragment"}
+	errMethod         = apierror.New(wire.CodeMethodNotAllowed).Say("the hub takes POST only")
+	errContentType    = apierror.New(wire.CodeContentTypeUnsupported).Say("the body must be application/x-www-form-urlencoded")
+	errBodyTooLarge   = apierror.New(wire.CodeBodyTooLarge).Say("the body exceeds 16384 bytes").WithHint("")
+	errBodyUnreadable = apierror.New(wire.CodeBodyUnreadable).Say("the body could not be read")
+	errForm           = apierror.New(wire.CodeBodyInvalid).Say("the body is not a valid form encoding")
+	errRepeated       = apierror.New(wire.CodeHubParameterRepeated)
+	errMode           = apierror.New(wire.CodeHubModeInvalid)
+	errPublish        = apierror.New(wire.CodeHubPublishUnsupported)
+	errTopic          = apierror.New(wire.CodeHubTopicInvalid)
+	errCallback       = apierror.New(wire.CodeHubCallbackInvalid)
 	// errCallbackLocal: the SSRF guard refused a loopback, private or
 	// local-use callback (ssrf.ErrCallbackName, ssrf.ErrCallbackAddress). The message
 	// names the operator's switch, since a subscriber testing on one
 	// machine hits this first; it never echoes the callback.
-	errCallbackLocal   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback is a loopback, private or local-use host, which this hub refuses (SSRF guard); for tests on one machine the relay's operator can allow it with --websub-allow-hosts (e.g. 127.0.0.1,localhost; env ACRELAY_WEBSUB_ALLOW_HOSTS)"}
-	errCallbackHTTPS   = &hubError{http.StatusBadRequest, wire.CodeHubCallbackInvalid, "hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)"}
-	errLease           = &hubError{http.StatusBadRequest, wire.CodeHubLeaseSecondsInvalid, "hub.lease_seconds must be a non-negative integer"}
-	errSecretRequired  = &hubError{http.StatusBadRequest, wire.CodeHubSecretRequired, "hub.secret is required for a private topic"}
-	errSecretTooLong   = &hubError{http.StatusBadRequest, wire.CodeHubSecretInvalid, "hub.secret must be shorter than 200 bytes"}
-	errUnauthorized    = &hubError{http.StatusUnauthorized, wire.CodeUnauthorized, "a private topic needs the project's read token: Authorization: Bearer <token>"}
-	errNotFound        = &hubError{http.StatusNotFound, wire.CodeNotFound, "no such resource"}
-	errScope           = &hubError{http.StatusForbidden, wire.CodeScopeInsufficient, "the token lacks the read scope"}
-	errUnavailable     = &hubError{http.StatusServiceUnavailable, wire.CodeUnavailable, "the relay's store is unavailable"}
-	errRequestCanceled = &hubError{http.StatusServiceUnavailable, wire.CodeRequestCancelled, "the request ended before it could be answered"}
-	errInternal        = &hubError{http.StatusInternalServerError, wire.CodeInternalError, "internal error"}
+	errCallbackLocal  = apierror.New(wire.CodeHubCallbackInvalid).Say("hub.callback is a loopback, private or local-use host, which this hub refuses (SSRF guard); for tests on one machine the relay's operator can allow it with --websub-allow-hosts (e.g. 127.0.0.1,localhost; env ACRELAY_WEBSUB_ALLOW_HOSTS)")
+	errCallbackHTTPS  = apierror.New(wire.CodeHubCallbackInvalid).Say("hub.callback must be an https URL: this relay is published over https, and its operator has not allowed http callbacks (acrelay serve --websub-allow-http-callbacks)")
+	errLease          = apierror.New(wire.CodeHubLeaseSecondsInvalid)
+	errSecretRequired = apierror.New(wire.CodeHubSecretRequired)
+	errSecretTooLong  = apierror.New(wire.CodeHubSecretInvalid)
+	errUnauthorized   = apierror.New(wire.CodeUnauthorized).Say("a private topic needs the project's read token: Authorization: Bearer <token>")
+	errNotFound       = apierror.New(wire.CodeNotFound)
+	errScope          = apierror.New(wire.CodeScopeInsufficient).Say("the token lacks the read scope")
 )
 
 // request is a parsed subscription request.
@@ -446,36 +435,20 @@ func (h *Hub) subscribed(ctx context.Context, projectID, topic, callback string)
 	return c.Subscribed, err
 }
 
+// writeError ends a hub request with err's answer through the relay's one
+// error writer (apierror.Write): the same body, WWW-Authenticate and
+// Retry-After as every relay route.
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var he *hubError
+	he, ok := apierror.From(err)
 	switch {
-	case errors.As(err, &he):
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		he = errRequestCanceled
-	case errors.Is(err, store.ErrUnavailable):
-		h.log.WarnContext(r.Context(), "hub request failed", "err", err)
-		he = errUnavailable
-	case errors.Is(err, store.ErrNotFound):
-		he = errNotFound
-	default:
+	case !ok:
 		h.log.ErrorContext(r.Context(), "hub request failed", "err", err)
-		he = errInternal
+	case he.Code == wire.CodeUnavailable:
+		h.log.WarnContext(r.Context(), "hub request failed", "err", err)
+	case he.Code == wire.CodeHubHostVerificationsLimit:
+		he = he.WithRetryAfter(h.pendingRetryAfter())
 	}
-	if he.status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="acrelay"`)
-	}
-	if he.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	if he == errHostVerifications {
-		w.Header().Set("Retry-After", h.pendingRetryAfter())
-	}
-	b, _ := json.Marshal(wire.Error{Error: he.code, Message: he.message}, json.Deterministic(true))
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(he.status)
-	_, _ = w.Write(b)
+	apierror.Write(w, r, he)
 }
 
 // hostOf is a callback's host for logs: a callback URL's path and query

@@ -260,7 +260,9 @@ func wantStatus(t *testing.T, w *httptest.ResponseRecorder, status int, code str
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatalf("body %q: %v", w.Body, err)
 	}
-	if got.Error != code || got.Message == "" || w.Header().Get("Content-Type") != "application/json" {
+	// The relay's one error writer (internal/apierror): JSON with
+	// "; charset=utf-8" as spec §9 says, as on every relay route.
+	if got.Error != code || got.Message == "" || w.Header().Get("Content-Type") != wire.ContentTypeJSON {
 		t.Fatalf("error %+v (%s), want code %s", got, w.Header().Get("Content-Type"), code)
 	}
 }

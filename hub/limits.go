@@ -2,9 +2,9 @@ package hub
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -71,14 +71,10 @@ func (h *Hub) pendingRetryAfter() string {
 }
 
 var (
-	errTopicSubscriptions = &hubError{http.StatusConflict, wire.CodeHubTopicSubscriptionsLimit,
-		"this topic has as many subscriptions as this hub allows; renewals are still accepted"}
-	errHostSubscriptions = &hubError{http.StatusConflict, wire.CodeHubHostSubscriptionsLimit,
-		"the callback's host has as many subscriptions as this hub allows; unsubscribe one first"}
-	errProjectSubscriptions = &hubError{http.StatusConflict, wire.CodeHubProjectSubscriptionsLimit,
-		"this project has as many subscriptions as this hub allows; renewals are still accepted"}
-	errHostVerifications = &hubError{http.StatusConflict, wire.CodeHubHostVerificationsLimit,
-		"the callback's host has as many verifications of intent waiting as this hub allows; retry after Retry-After seconds"}
+	errTopicSubscriptions   = apierror.New(wire.CodeHubTopicSubscriptionsLimit)
+	errHostSubscriptions    = apierror.New(wire.CodeHubHostSubscriptionsLimit)
+	errProjectSubscriptions = apierror.New(wire.CodeHubProjectSubscriptionsLimit)
+	errHostVerifications    = apierror.New(wire.CodeHubHostVerificationsLimit)
 )
 
 // checkLimits refuses v when storing it would take a topic, host or
@@ -98,7 +94,7 @@ func (h *Hub) checkLimits(ctx context.Context, v store.Verification) error {
 	}
 	l := h.limits
 	over := func(n, limit int) bool { return limit >= 0 && n >= limit }
-	var refusal *hubError
+	var refusal *apierror.Error
 	var name string
 	switch {
 	case over(c.HostPending, l.PendingPerHost):

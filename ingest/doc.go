@@ -36,9 +36,10 @@
 // original receipt with Created false. A retry after ErrAppendUnavailable
 // is always safe.
 //
-// Errors are typed so that each caller translates them once: the relay maps
-// them to HTTP in relay/errors.go; a courier or a federation link logs or
-// reports them. Error chains wrap with %w; test with errors.Is/errors.As.
+// Errors are typed so that each caller translates them once: Refusal names
+// each one's stable code, whose status wire's error table holds (the relay
+// answers it through internal/apierror); a courier or a federation link
+// logs or reports them. Error chains wrap with %w; test with errors.Is/errors.As.
 //
 // ingest does no HTTP (body limits, media types and status codes are the
 // relay's), no authentication (the caller says which project it speaks

@@ -49,7 +49,7 @@ func TestAppendForeignKeyAtTime(t *testing.T) {
 		if !errors.Is(err, ingest.ErrSenderNotActive) || errors.Is(err, ingest.ErrSenderUnknown) {
 			t.Fatalf("received after the revocation: %v, want ErrSenderNotActive (not unknown)", err)
 		}
-		if _, code, _ := ingest.Refusal(err); code != wire.CodeSenderOrSigningKeyNotActive {
+		if code, _ := ingest.Refusal(err); code != wire.CodeSenderOrSigningKeyNotActive {
 			t.Fatalf("refusal code %q", code)
 		}
 		bad := append([]byte(nil), before...)

@@ -9,6 +9,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/canonicaljson"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/registry"
 	"github.com/acrelay/acrelay/store"
 )
@@ -40,7 +41,7 @@ func decodeAdmin(w http.ResponseWriter, r *http.Request, v any) error {
 func adminError(err error) error {
 	var ie *registry.InputError
 	if errors.As(err, &ie) {
-		return errf(http.StatusBadRequest, ie.Code, ie.Message)
+		return apierror.Input(ie.Code, ie.Message)
 	}
 	return err
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // MatrixBinder makes and removes a project's Matrix bindings
@@ -24,15 +26,14 @@ type MatrixBinder interface {
 }
 
 var (
-	errMatrixDisabled      = errf(http.StatusNotFound, "matrix_not_configured", "this relay has no Matrix homeserver configured")
-	errMatrixRoomID        = errf(http.StatusBadRequest, "room_id_invalid", "room_id is not a Matrix room id").withHint("!opaque:server")
-	errMatrixUserID        = errf(http.StatusBadRequest, "user_id_invalid", "invite holds a string that is not a Matrix user id").withHint("@localpart:server")
-	errMatrixRoomChoice    = errf(http.StatusBadRequest, "room_choice_invalid", `give exactly one of room_id and "create": true (invite goes with create)`)
-	errMatrixHomeserver    = errf(http.StatusBadGateway, "matrix_homeserver_failed", "the homeserver did not create the room").withHint("retry later")
+	errMatrixDisabled      = apierror.New(wire.CodeMatrixNotConfigured)
+	errMatrixRoomID        = apierror.New(wire.CodeRoomIDInvalid)
+	errMatrixUserID        = apierror.New(wire.CodeUserIDInvalid)
+	errMatrixRoomChoice    = apierror.New(wire.CodeRoomChoiceInvalid)
+	errMatrixHomeserver    = apierror.New(wire.CodeMatrixHomeserverFailed)
 	errMatrixRepositoryID  = errRepositoryIDInvalid
-	errMatrixBindingsClear = errf(http.StatusNotFound, "not_found", "no such binding")
-	errMatrixEncryption    = errf(http.StatusUnprocessableEntity, "matrix_encryption_unavailable",
-		"the room is end-to-end encrypted and this relay has no Matrix encryption; nothing would reach it").withHint("build acrelay with -tags goolm")
+	errMatrixBindingsClear = apierror.New(wire.CodeNotFound).Say("no such binding")
+	errMatrixEncryption    = apierror.New(wire.CodeMatrixEncryptionUnavailable)
 )
 
 type matrixBindingJSON struct {
@@ -165,6 +166,13 @@ func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) h
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	}
+	// fail answers a Matrix errcode of wire's error table with its status
+	// and message, as {"errcode", "error"}.
+	fail := func(w http.ResponseWriter, errcode string) {
+		row, _ := wire.LookupError(errcode)
+		b, _ := json.Marshal(wire.MatrixError{Errcode: row.Code, Error: row.Message})
+		write(w, row.Status, string(b))
+	}
 	auth := func(next http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -173,9 +181,9 @@ func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) h
 			}
 			switch {
 			case tok == "":
-				write(w, http.StatusUnauthorized, `{"errcode":"M_UNAUTHORIZED","error":"missing hs_token"}`)
+				fail(w, wire.MatrixCodeUnauthorized)
 			case subtle.ConstantTimeCompare([]byte(tok), []byte(hsToken)) != 1:
-				write(w, http.StatusForbidden, `{"errcode":"M_FORBIDDEN","error":"bad hs_token"}`)
+				fail(w, wire.MatrixCodeForbidden)
 			default:
 				next(w, r)
 			}
@@ -186,12 +194,12 @@ func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) h
 			Events []json.RawMessage `json:"events"`
 		}
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&in); err != nil {
-			write(w, http.StatusBadRequest, `{"errcode":"M_NOT_JSON","error":"body is not a transaction"}`)
+			fail(w, wire.MatrixCodeNotJSON)
 			return
 		}
 		if err := sink.Accept(r.Context(), in.Events); err != nil {
 			log.Warn("appservice transaction not stored", "txn_id", mux.Vars(r)["txnId"], "err", err)
-			write(w, http.StatusServiceUnavailable, `{"errcode":"M_UNKNOWN","error":"not stored; retry"}`)
+			fail(w, wire.MatrixCodeUnknown)
 			return
 		}
 		write(w, http.StatusOK, `{}`)
@@ -200,13 +208,13 @@ func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) h
 		write(w, http.StatusOK, `{}`)
 	})).Methods("POST")
 	notFound := auth(func(w http.ResponseWriter, r *http.Request) {
-		write(w, http.StatusNotFound, `{"errcode":"M_NOT_FOUND","error":"not provisioned here"}`)
+		fail(w, wire.MatrixCodeNotFound)
 	})
 	m.HandleFunc("/_matrix/app/v1/users/{userId}", notFound).Methods("GET")
 	m.HandleFunc("/_matrix/app/v1/rooms/{roomAlias}", notFound).Methods("GET")
 	m.PathPrefix("/_matrix/app/v1/thirdparty/").Handler(notFound)
 	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		write(w, http.StatusNotFound, `{"errcode":"M_UNRECOGNIZED","error":"unrecognized request"}`)
+		fail(w, wire.MatrixCodeUnrecognized)
 	})
 	return m
 }

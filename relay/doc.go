@@ -5,13 +5,14 @@
 // (spec/handoff-contract-1.md), and the registry's admin routes. Across
 // all of them: bearer authentication with independent scopes and project
 // scoping, content negotiation, strong ETags and conditional requests,
-// RFC 8288 Link and RFC 9652 Link-Template headers, and the one table that
-// turns errors into (status, stable code) in errors.go.
+// RFC 8288 Link and RFC 9652 Link-Template headers, and the mapping from
+// errors to answers in errors.go (toAPIError), whose statuses, codes and
+// messages are wire's one error table, written by internal/apierror.
 //
 // Appends go through package ingest, the one append path (parse, project,
 // sender key, signature and event id, store.Append), which Matrix
 // submissions and federation share; this package only adds what is HTTP
-// (body size and media type) and maps ingest's errors in errors.go. The
+// (body size and media type) and answers the code ingest.Refusal names. The
 // JSON shapes of the answers and the error codes are in package wire,
 // which the client SDK reads with.
 //

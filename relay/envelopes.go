@@ -46,11 +46,14 @@ func (s *Server) handleEnvelopeCanonicalize(w http.ResponseWriter, r *http.Reque
 	canonical, hash, err := envelope.Canonicalize(raw)
 	var re *envelope.RefusalError
 	if errors.As(err, &re) {
-		msg := "the predicate envelope is refused"
+		// The spec's own body (reason, pointer); status and message from
+		// wire's error table.
+		row, _ := wire.LookupError(wire.CodeEnvelopeRefused)
+		msg := row.Message
 		if re.Detail != "" {
 			msg += ": " + re.Detail
 		}
-		s.writeJSON(w, r, http.StatusUnprocessableEntity, mediaJSON, envelopeRefusedJSON{Error: wire.CodeEnvelopeRefused, Reason: re.Reason, Pointer: re.Pointer, Message: msg})
+		s.writeJSON(w, r, row.Status, mediaJSON, envelopeRefusedJSON{Error: row.Code, Reason: re.Reason, Pointer: re.Pointer, Message: msg})
 		return
 	}
 	if err != nil {

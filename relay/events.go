@@ -137,9 +137,9 @@ func readQuery(r *http.Request, allowed ...string) (map[string]string, error) {
 		}
 		if !ok {
 			if len(allowed) == 0 {
-				return nil, errQueryParameterUnknown.withHint("this resource takes no query parameters")
+				return nil, errQueryParameterUnknown.WithHint("this resource takes no query parameters")
 			}
-			return nil, errQueryParameterUnknown.withHint("allowed: " + joinComma(allowed))
+			return nil, errQueryParameterUnknown.WithHint("allowed: " + joinComma(allowed))
 		}
 		if len(v) != 1 {
 			return nil, errQueryParameterRepeated

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/acrelay/acrelay/hub"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/internal/ratelimit"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -61,8 +62,7 @@ const (
 )
 
 // errRateLimited is every rate's refusal; Retry-After says when to retry.
-var errRateLimited = errf(http.StatusTooManyRequests, wire.CodeRateLimited,
-	"too many requests; retry after the number of seconds in Retry-After")
+var errRateLimited = apierror.New(wire.CodeRateLimited)
 
 // DefaultRefusalHoldMax is RateLimits.RefusalHoldMax when 0: 1024 held
 // refusals hold about 16 MiB (each a goroutine stack and a connection's 4 KiB read and write buffers).

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
 	acrtlog "github.com/acrelay/acrelay/tlog"
 	"github.com/acrelay/acrelay/wire"
@@ -58,15 +59,15 @@ const (
 )
 
 var (
-	errLogPathInvalid    = errf(http.StatusNotFound, wire.CodeLogPathInvalid, "no such log resource: want checkpoint, tile/<L>/<N>[.p/<W>], tile/entries/<N>[.p/<W>] or proof/inclusion|consistency (C2SP tlog-tiles)")
-	errLogBeyondTree     = errf(http.StatusNotFound, wire.CodeLogBeyondTree, "beyond the log's integrated tree").withHint("read the checkpoint for the tree size")
-	errLogEmpty          = errf(http.StatusNotFound, wire.CodeLogEmpty, "the project's log has no checkpoint yet")
-	errReceivedSeqBad    = errf(http.StatusBadRequest, wire.CodeReceivedSeqInvalid, "received_seq must be a decimal ≥ 1 without leading zeros")
-	errTreeSizeBad       = errf(http.StatusBadRequest, wire.CodeTreeSizeInvalid, "tree_size and old_size must be decimals without leading zeros, old_size ≤ tree_size, tree_size ≥ 1")
-	errLogUnavailable    = errf(http.StatusServiceUnavailable, wire.CodeLogUnavailable, "the log could not be read; retry")
-	errLogEntryTooLarge  = errf(http.StatusNotFound, wire.CodeLogEntryTooLarge, "this entry bundle holds a record over 65535 bytes, which a C2SP bundle cannot carry (\"sequences of big-endian uint16 length-prefixed log entries\", tlog-tiles)").withHint("its records are still in the tree: read them from the events routes and check them with an inclusion proof")
-	errLogEntriesFeedCap = errf(http.StatusForbidden, wire.CodeLogEntriesNeedToken, "entry bundles hold every repository's records; a feed capability reads one repository").withHint("read tiles and proofs here, or the bundles with a read token")
-	errLogKeyUnset       = errf(http.StatusNotFound, wire.CodeNotFound, "this relay has no log key")
+	errLogPathInvalid    = apierror.New(wire.CodeLogPathInvalid)
+	errLogBeyondTree     = apierror.New(wire.CodeLogBeyondTree)
+	errLogEmpty          = apierror.New(wire.CodeLogEmpty)
+	errReceivedSeqBad    = apierror.New(wire.CodeReceivedSeqInvalid)
+	errTreeSizeBad       = apierror.New(wire.CodeTreeSizeInvalid)
+	errLogUnavailable    = apierror.New(wire.CodeLogUnavailable)
+	errLogEntryTooLarge  = apierror.New(wire.CodeLogEntryTooLarge)
+	errLogEntriesFeedCap = apierror.New(wire.CodeLogEntriesNeedToken)
+	errLogKeyUnset       = apierror.New(wire.CodeNotFound).Say("this relay has no log key")
 )
 
 // logRead is one request's log: the project, its visibility (for

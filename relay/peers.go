@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -38,9 +39,9 @@ type PeerLinks interface {
 }
 
 var (
-	errRemoteURLRefused = errf(http.StatusBadRequest, wire.CodeRemoteURLInvalid, "remote_url names an address the relay does not call (loopback, private, link-local, metadata or its own)").withHint("an operator may allow a host with --websub-allow-hosts, for tests")
-	errRemoteURLInvalid = errf(http.StatusBadRequest, wire.CodeRemoteURLInvalid, "remote_url must be an absolute http or https URL without userinfo, query or fragment")
-	errTokenRequired    = errf(http.StatusBadRequest, wire.CodeTokenRequired, "token (a read token of the project on the remote relay) is required")
+	errRemoteURLRefused = apierror.New(wire.CodeRemoteURLInvalid).Say("remote_url names an address the relay does not call (loopback, private, link-local, metadata or its own)").WithHint("an operator may allow a host with --websub-allow-hosts, for tests")
+	errRemoteURLInvalid = apierror.New(wire.CodeRemoteURLInvalid)
+	errTokenRequired    = apierror.New(wire.CodeTokenRequired)
 )
 
 // redacted stands for a secret in every listing.

@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -17,7 +18,7 @@ import (
 // topics, archives, claims, voice.
 const routePublicRead = "public-read"
 
-var errVisibilityInvalid = errf(http.StatusBadRequest, wire.CodeVisibilityInvalid, `visibility must be "public" or "private"`)
+var errVisibilityInvalid = apierror.New(wire.CodeVisibilityInvalid)
 
 // anonymousRead reports whether r carries no Authorization header at all
 // and matched a public-read route: readProject then decides.

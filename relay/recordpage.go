@@ -9,7 +9,9 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/atom"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // Record pages: one record as a person reads it, the target of each feed
@@ -151,7 +153,7 @@ func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 	capability := mux.Vars(r)["feed_token"]
 	notFound := func() {
 		s.logRefusal(r, errNotFound) // the route template, never the path
-		s.ui.renderError(w, r, http.StatusNotFound, "No such record.")
+		s.ui.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such record."))
 	}
 	ft, err := s.feedToken(r, capability)
 	if err != nil {
@@ -163,7 +165,7 @@ func (s *Server) handleFeedRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := readQuery(r); err != nil {
-		s.ui.renderError(w, r, http.StatusBadRequest, "This page takes no query parameters.")
+		s.ui.renderError(w, r, apierror.New(wire.CodeQueryInvalid).Say("This page takes no query parameters."))
 		return
 	}
 	seq, ok := parseSeq(mux.Vars(r)["received_seq"])
@@ -200,7 +202,7 @@ func (u *uiViews) handleRecordPage(w http.ResponseWriter, r *http.Request) {
 	if public {
 		q, err := readQuery(r, "repository_id")
 		if err != nil || q["repository_id"] == "" {
-			u.renderError(w, r, http.StatusBadRequest, "repository_id is missing, or the query has unknown or repeated parameters.")
+			u.renderError(w, r, apierror.New(wire.CodeQueryInvalid).Say("repository_id is missing, or the query has unknown or repeated parameters."))
 			return
 		}
 		repo = q["repository_id"]
@@ -212,7 +214,7 @@ func (u *uiViews) handleRecordPage(w http.ResponseWriter, r *http.Request) {
 	}
 	seq, ok := parseSeq(mux.Vars(r)["received_seq"])
 	if !ok {
-		u.renderError(w, r, http.StatusNotFound, "No such record.")
+		u.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such record."))
 		return
 	}
 	rec, err := u.s.recordAt(r.Context(), pid, repo, seq)
@@ -221,7 +223,7 @@ func (u *uiViews) handleRecordPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rec == nil {
-		u.renderError(w, r, http.StatusNotFound, "No such record.")
+		u.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such record."))
 		return
 	}
 	base := u.s.publicBase(r)

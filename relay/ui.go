@@ -23,7 +23,9 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/acrelay/acrelay/correspondence"
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // The live web view (docs/http.md "Live web view"): a server-rendered page of one
@@ -129,7 +131,7 @@ func (u *uiViews) uiMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		uiHeaders(w)
 		if q, err := url.ParseQuery(r.URL.RawQuery); err != nil || q.Has("token") || q.Has("feed") {
-			u.renderError(w, r, http.StatusBadRequest, "A token or capability never goes in a URL: sign in with the form. If this URL was shared, revoke that token.")
+			u.renderError(w, r, apierror.New(wire.CodeQueryInvalid).Say("A token or capability never goes in a URL: sign in with the form. If this URL was shared, revoke that token."))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -222,7 +224,7 @@ type uiSigninPage struct {
 func (u *uiViews) handleSignInForm(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		u.renderError(w, r, http.StatusBadRequest, "The query string is malformed.")
+		u.renderError(w, r, apierror.New(wire.CodeQueryInvalid).Say("The query string is malformed."))
 		return
 	}
 	repo := q.Get("repository_id")
@@ -240,17 +242,17 @@ func (u *uiViews) handleSignInForm(w http.ResponseWriter, r *http.Request) {
 // for a malformed form.
 func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	if crossSite(r) {
-		u.renderError(w, r, http.StatusForbidden, "Cross-site requests are refused.")
+		u.renderError(w, r, apierror.New(wire.CodeCrossSiteRefused).Say("Cross-site requests are refused."))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, uiFormMaxBytes)
 	if err := r.ParseForm(); err != nil {
-		u.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
+		u.renderError(w, r, apierror.New(wire.CodeFormInvalid).Say("The form could not be read."))
 		return
 	}
 	c, err := r.Cookie(uiSigninCookie)
 	if err != nil || !sameSecret(c.Value, r.PostForm.Get("csrf")) {
-		u.renderError(w, r, http.StatusForbidden, "The sign-in form expired or did not come from this relay: open it again.")
+		u.renderError(w, r, apierror.New(wire.CodeFormTokenInvalid).Say("The sign-in form expired or did not come from this relay: open it again."))
 		return
 	}
 	repo := strings.TrimSpace(r.PostForm.Get("repository_id"))
@@ -281,7 +283,7 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		if !isUnauthorized(err) {
 			u.s.log.WarnContext(r.Context(), "ui sign-in: token check failed", "err", err)
-			u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot check tokens right now; try again.")
+			u.renderError(w, r, apierror.New(wire.CodeUnavailable).Say("The relay cannot check tokens right now; try again."))
 			return
 		}
 		again(http.StatusUnauthorized, "That token was not accepted.")
@@ -291,7 +293,7 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	if err := u.s.st.CreateUISession(r.Context(), store.UISession{Hash: uiSessionHash(token), ProjectID: p.ProjectID, TokenID: p.TokenID,
 		CreatedAt: now, ExpiresAt: now.Add(uiSessionLifetime)}); err != nil {
 		u.s.log.WarnContext(r.Context(), "ui sign-in: session not stored", "err", err)
-		u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot sign you in right now; try again.")
+		u.renderError(w, r, apierror.New(wire.CodeUnavailable).Say("The relay cannot sign you in right now; try again."))
 		return
 	}
 	u.s.log.InfoContext(r.Context(), "ui session created", "project_id", p.ProjectID, "token_id", p.TokenID)
@@ -306,12 +308,12 @@ func (u *uiViews) handleSignIn(w http.ResponseWriter, r *http.Request) {
 // value or for a cross-site post.
 func (u *uiViews) handleSignOut(w http.ResponseWriter, r *http.Request) {
 	if crossSite(r) {
-		u.renderError(w, r, http.StatusForbidden, "Cross-site requests are refused.")
+		u.renderError(w, r, apierror.New(wire.CodeCrossSiteRefused).Say("Cross-site requests are refused."))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, uiFormMaxBytes)
 	if err := r.ParseForm(); err != nil {
-		u.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
+		u.renderError(w, r, apierror.New(wire.CodeFormInvalid).Say("The form could not be read."))
 		return
 	}
 	sess, ok := u.session(r)
@@ -321,7 +323,7 @@ func (u *uiViews) handleSignOut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sameSecret(sess.csrf, r.PostForm.Get("csrf")) {
-		u.renderError(w, r, http.StatusForbidden, "The form did not come from this session.")
+		u.renderError(w, r, apierror.New(wire.CodeFormTokenInvalid).Say("The form did not come from this session."))
 		return
 	}
 	u.drop(r.Context(), sess)
@@ -340,7 +342,7 @@ func uiProjectPath(projectID, repo string) string {
 func (u *uiViews) projectRequest(w http.ResponseWriter, r *http.Request, page bool, extra ...string) (sess *uiSession, repo string, q map[string]string, ok bool) {
 	q, err := readQuery(r, append([]string{"repository_id"}, extra...)...)
 	if err != nil {
-		u.renderError(w, r, http.StatusBadRequest, "Unknown or repeated query parameters.")
+		u.renderError(w, r, apierror.New(wire.CodeQueryInvalid).Say("Unknown or repeated query parameters."))
 		return nil, "", nil, false
 	}
 	repo = q["repository_id"]
@@ -355,15 +357,15 @@ func (u *uiViews) projectRequest(w http.ResponseWriter, r *http.Request, page bo
 			http.Redirect(w, r, to, http.StatusSeeOther)
 			return nil, "", nil, false
 		}
-		u.renderError(w, r, http.StatusUnauthorized, "Sign in first.")
+		u.renderError(w, r, apierror.New(wire.CodeUnauthorized).Say("Sign in first."))
 		return nil, "", nil, false
 	}
 	if mux.Vars(r)["project_id"] != sess.projectID {
-		u.renderError(w, r, http.StatusNotFound, "No such project for this session.")
+		u.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such project for this session."))
 		return nil, "", nil, false
 	}
 	if !correspondence.ValidOpaqueID(repo) {
-		u.renderError(w, r, http.StatusBadRequest, "repository_id is missing or not a valid opaque id.")
+		u.renderError(w, r, apierror.New(wire.CodeRepositoryIDInvalid).Say("repository_id is missing or not a valid opaque id."))
 		return nil, "", nil, false
 	}
 	return sess, repo, q, true
@@ -410,7 +412,7 @@ func (u *uiViews) handleRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	seq, okSeq := parseSeq(mux.Vars(r)["received_seq"])
 	if !okSeq || seq < 1 {
-		u.renderError(w, r, http.StatusNotFound, "No such record.")
+		u.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such record."))
 		return
 	}
 	recs, err := u.s.st.RecordsAfter(r.Context(), sess.projectID, seq-1, 1)
@@ -419,7 +421,7 @@ func (u *uiViews) handleRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(recs) == 0 || recs[0].ReceivedSeq != seq || recs[0].RepositoryID != repo {
-		u.renderError(w, r, http.StatusNotFound, "No such record.")
+		u.renderError(w, r, apierror.New(wire.CodeNotFound).Say("No such record."))
 		return
 	}
 	w.Header().Set("Cache-Control", "private, no-cache")
@@ -440,7 +442,7 @@ func (u *uiViews) handleLive(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	if u.streams[sess.key] >= uiMaxStreams {
 		u.mu.Unlock()
-		u.renderError(w, r, http.StatusTooManyRequests, "Too many live streams for this session.")
+		u.renderError(w, r, apierror.New(wire.CodeTooManyStreams).Say("Too many live streams for this session."))
 		return
 	}
 	u.streams[sess.key]++
@@ -521,23 +523,40 @@ func (u *uiViews) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 }
 
+// uiErrorPage is the web view's rendering of an error answer: the same
+// status and code as the JSON API would answer, and a message for people.
 type uiErrorPage struct {
 	Status  int
 	Title   string
+	Code    string
 	Message string
 }
 
-func (u *uiViews) renderError(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	u.render(w, r, status, "error", uiErrorPage{Status: status, Title: http.StatusText(status), Message: msg})
+// renderError ends a web-view request with e as an HTML page, through the
+// relay's one error writer (apierror.WriteHTML: e's status and headers).
+func (u *uiViews) renderError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	var b bytes.Buffer
+	page := uiErrorPage{Status: e.Status, Title: http.StatusText(e.Status), Code: e.Code, Message: e.Message}
+	if err := uiTemplates.ExecuteTemplate(&b, "error", page); err != nil {
+		u.s.log.ErrorContext(r.Context(), "ui render", "template", "error", "err", err)
+		e, b = errInternal, *bytes.NewBufferString("internal error\n")
+	}
+	apierror.WriteHTML(w, r, e, b.Bytes())
 }
 
+// viewError renders err as the JSON API answers it (toAPIError: the same
+// status and code), in the view's words for the two a reader meets: a
+// project that is not there, and a store that cannot be read now.
 func (u *uiViews) viewError(w http.ResponseWriter, r *http.Request, err error) {
-	if isNotFound(err) {
-		u.renderError(w, r, http.StatusNotFound, "No such project.")
-		return
+	ae := u.s.toAPIError(r, err)
+	switch ae.Code {
+	case wire.CodeNotFound:
+		ae = ae.Say("No such project.")
+	case wire.CodeUnavailable, wire.CodeCorrespondenceReadUnavailable, wire.CodeCorrespondenceProjectionUnavailable:
+		u.s.log.WarnContext(r.Context(), "ui read failed", "err", err)
+		ae = ae.Say("The relay cannot read this project right now; try again.")
 	}
-	u.s.log.WarnContext(r.Context(), "ui read failed", "err", err)
-	u.renderError(w, r, http.StatusServiceUnavailable, "The relay cannot read this project right now; try again.")
+	u.renderError(w, r, ae)
 }
 
 // The view model: plain strings only; html/template escapes every one of

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
 	acrtlog "github.com/acrelay/acrelay/tlog"
 	"github.com/acrelay/acrelay/wire"
@@ -40,10 +41,8 @@ import (
 // cosignatures held on its text (cosignedCheckpoint).
 
 var (
-	errCheckpointNotPublished = errf(http.StatusUnprocessableEntity, wire.CodeCheckpointNotPublished,
-		"the note is not a checkpoint this relay published for the project").withHint("a C2SP checkpoint signed by this relay's log key (GET /v1/log-key), of the project's origin, no larger than its tree")
-	errCosignerUnknown = errf(http.StatusForbidden, wire.CodeCosignerUnknown,
-		"no cosignature on the note verifies with the witness key of a peer link of the project")
+	errCheckpointNotPublished = apierror.New(wire.CodeCheckpointNotPublished)
+	errCosignerUnknown        = apierror.New(wire.CodeCosignerUnknown)
 )
 
 // cosignatureSkew is how far in the future a cosignature's time may be.
@@ -187,14 +186,10 @@ func (s *Server) cosignedCheckpoint(ctx context.Context, projectID string, check
 //     two processes never cosign two trees of one size.
 
 var (
-	errWitnessRequestInvalid = errf(http.StatusBadRequest, wire.CodeWitnessRequestInvalid,
-		"not a C2SP add-checkpoint request: \"old <N>\", up to 63 base64 proof lines, an empty line, a checkpoint; old at most the checkpoint's size")
-	errWitnessLogUnknown = errf(http.StatusNotFound, wire.CodeWitnessLogUnknown,
-		"this relay does not witness the checkpoint's origin").withHint("its operator lists the logs it witnesses (serve --witness-log)")
-	errWitnessSignatureInvalid = errf(http.StatusForbidden, wire.CodeWitnessSignatureInvalid,
-		"no signature on the checkpoint verifies with a key this relay trusts for its origin")
-	errWitnessInconsistent = errf(http.StatusUnprocessableEntity, wire.CodeWitnessInconsistent,
-		"the checkpoint is not consistent with the one this relay cosigned for its origin")
+	errWitnessRequestInvalid   = apierror.New(wire.CodeWitnessRequestInvalid)
+	errWitnessLogUnknown       = apierror.New(wire.CodeWitnessLogUnknown)
+	errWitnessSignatureInvalid = apierror.New(wire.CodeWitnessSignatureInvalid)
+	errWitnessInconsistent     = apierror.New(wire.CodeWitnessInconsistent)
 )
 
 // maxAddCheckpointBytes bounds an add-checkpoint body: the note and 63

@@ -3,8 +3,9 @@ package wire
 // The relay's API error codes: the "error" member of an error answer
 // (spec §9, §11; spec/handoff-contract-1.md "HTTP";
 // spec/predicate-envelope-1.md "Surfaces"), with the status each comes
-// with. A code is stable: clients may branch on it; the message beside it
-// is English for people.
+// with (the table of all codes, statuses and messages is errorTable, in
+// errors.go). A code is stable: clients may branch on it; the message
+// beside it is English for people.
 //
 // Besides these, an error answer may carry a strict-profile reason of
 // canonicaljson (400, canonicaljson.Reason*: invalid_json,

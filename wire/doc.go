@@ -16,6 +16,22 @@
 // parameter). received_seq and other cursors are decimal
 // strings here and integers everywhere else (STYLE.md §2).
 //
+// # Errors
+//
+// wire holds the relay's one error table (STYLE.md §3): every stable code
+// an answer can carry — the Code* constants, the strict-JSON reasons of
+// canonicaljson, the handoff transition codes, the web view's form codes
+// and the Matrix application-service errcodes (MatrixCode*) — with the HTTP
+// status every answer with that code carries and the default message and
+// hint (ErrorCode; ErrorCodes, LookupError, ErrorStatus). No other package
+// chooses a status for a code: internal/apierror builds answers from the
+// table (apierror.New) and writes them for the relay, its WebSub hub and
+// its web view; ingest.Refusal names codes only. The one exception is a
+// registry input error, 400 whatever its code. Tests check the table
+// (status 400–599, a message, unique snake_case codes), walk every
+// non-test .go file for an answer built with a code the table lacks, and
+// check the list in docs/http.md against the table.
+//
 // wire is pure: it imports encoding packages only, no store, no net/http.
 // It does not validate what it decodes; correspondence does. The black-box
 // conformance suite keeps its own copy of these shapes on purpose, so a

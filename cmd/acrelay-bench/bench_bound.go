@@ -151,12 +151,12 @@ func (b *boundHandler) admin(operatorOnly bool, f func(map[string]any) any) http
 		}
 		in := map[string]any{}
 		if err := json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&in); err != nil {
-			http.Error(w, `{"error":"json_invalid"}`, http.StatusBadRequest)
+			http.Error(w, `{"error":"invalid_json"}`, http.StatusBadRequest)
 			return
 		}
 		out := f(in)
 		if err, ok := out.(error); ok {
-			http.Error(w, fmt.Sprintf(`{"error":"invalid","message":%q}`, err.Error()), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf(`{"error":"body_invalid","message":%q}`, err.Error()), http.StatusBadRequest)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -20,6 +20,7 @@ import (
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/wire"
 )
 
 // InboxStore is what the inbound path reads and writes.
@@ -529,7 +530,8 @@ func (in *Inbox) decide(ctx context.Context, s store.MatrixSubmission) (Outcome,
 	}
 	res, err := in.Ingest.Append(ctx, project, s.Event)
 	if err != nil {
-		status, code, _ := ingest.Refusal(err)
+		code, _ := ingest.Refusal(err)
+		status := wire.ErrorStatus(code)
 		if status == 503 {
 			return Outcome{}, fmt.Errorf("%w: %w", errTransient, err)
 		}
