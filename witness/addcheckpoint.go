@@ -82,6 +82,20 @@ func ParseAddCheckpoint(body []byte) (AddCheckpoint, error) {
 	return req, nil
 }
 
+// Marshal is the add-checkpoint body of r, as a client sends it (C2SP
+// tlog-witness): "old <size>", one base64 line per proof hash, an empty
+// line, the note. ParseAddCheckpoint(r.Marshal()) is r.
+func (r AddCheckpoint) Marshal() []byte {
+	var b bytes.Buffer
+	b.WriteString("old " + strconv.FormatInt(r.OldSize, 10) + "\n")
+	for _, h := range r.Proof {
+		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(r.Note)
+	return b.Bytes()
+}
+
 // ParseForeign parses the body of another log's checkpoint (C2SP
 // tlog-checkpoint): its origin, size and root lines; extension lines
 // after them are allowed (this relay's own checkpoints have none, other
