@@ -26,30 +26,16 @@ import (
 // remote's log key (GET /v1/log-key, pinned in the link's
 // store.WitnessState the first time), and puts it to witness.Add, the
 // decision of this relay's C2SP add-checkpoint route, as a request from
-// the size it cosigned last with the consistency proof read from the
-// remote's proof route, over the link's state (compare-and-set on its
-// size, so a second writer never rolls it back). Then:
-//
-//   - cosigned (C2SP tlog-cosignature/v1 by this relay's witness key):
-//     the cosigned note is POSTed to the remote
-//     (/v1/log/{project_id}/cosignatures), which serves it with its
-//     checkpoint; a remote that answers 403 (a one-way link) is said
-//     once and offered it again with a backoff;
-//   - the same checkpoint again: submitted again only if the remote has
-//     not taken it; a smaller but consistent one (a stale read): a
-//     warning;
-//   - a fork (one size, two roots) or a checkpoint no proof joins to the
-//     one cosigned (witness.InconsistentError, Add's 422): both notes
-//     are stored as evidence (store.SplitView), the link stops mirroring
-//     (its backfill, registry sync and subscription end; pushes are
-//     refused on every process) and it is raised: one log line at
-//     ERROR, the metric acrelay_federation_split_views, /readyz
-//     degraded. It stays stopped until the operator removes the link.
-//
-// The link pulls and POSTs the cosignature back rather than being sent
-// add-checkpoint requests by its remote: existing peers speak that
-// protocol, and a link that reads through its own transport sees what a
-// reader of the remote sees.
+// the size it cosigned last with the remote's consistency proof, over
+// the link's state (compare-and-set on its size). Cosigned, the note is
+// POSTed back to the remote (/v1/log/{project_id}/cosignatures: the wire
+// existing peers speak), which serves it with its checkpoint; a remote
+// answering 403 (a one-way link) is said once and offered it again with
+// a backoff. A fork or a checkpoint no proof joins to the one cosigned
+// (witness.InconsistentError) is a split view: both notes are stored as
+// evidence (store.SplitView), the link stops mirroring on every process
+// until the operator removes it, and it is raised: one ERROR line, the
+// metric acrelay_federation_split_views, /readyz degraded.
 //
 // The remote's own witness key (GET /v1/witness-key) is kept in the
 // state too: this relay accepts cosignatures on its own checkpoints only
@@ -261,33 +247,12 @@ func (l *link) witness(ctx context.Context) error {
 	submitted := l.wsubmitted
 	l.mu.Unlock()
 	cosigned := state.Checkpoint
-	var sv *client.SplitView
-	switch {
-	case held != nil && cp.Size == held.Size && cp.Root == held.Root:
-		if submitted {
-			return nil // cosigned and submitted already
-		}
-	case held != nil && cp.Size < held.Size:
-		// Never cosigned (a witness does not roll back); evidence when
-		// the tree cosigned does not extend it.
-		_, err := rlog.ConsistencyProof(ctx, cp, held)
-		if errors.As(err, &sv) {
-			return l.splitView(ctx, store.SplitViewInconsistent, cp.Origin, state.Checkpoint, cp.Note)
-		}
-		if err != nil {
-			return fmt.Errorf("consistency proof: %w", err)
-		}
-		return fmt.Errorf("checkpoint: the remote served size %d, smaller than %d cosigned (consistent)", cp.Size, held.Size)
-	default:
-		res, err := l.add(ctx, rlog, lv, held, cp, state)
-		var bad *witness.InconsistentError
-		if errors.As(err, &bad) {
-			return l.splitView(ctx, bad.Kind, cp.Origin, state.Checkpoint, cp.Note)
-		}
-		if err != nil {
+	if held == nil || cp.Size != held.Size || cp.Root != held.Root {
+		if cosigned, err = l.cosign(ctx, rlog, lv, held, cp, state); err != nil {
 			return err
 		}
-		cosigned = res.Note
+	} else if submitted {
+		return nil // cosigned and submitted already
 	}
 	l.mu.Lock()
 	l.wsize, l.wsubmitted = cp.Size, false
@@ -310,58 +275,60 @@ func (l *link) witness(ctx context.Context) error {
 	return nil
 }
 
-// add takes the remote's checkpoint cp to witness.Add, the decision of
-// this relay's add-checkpoint route (relay/witness.go), as a C2SP
-// add-checkpoint request from the size cosigned last, held, with the
-// consistency proof read from the remote's proof route, over the link's
-// own state (linkState). A proof the SDK finds broken is
-// *witness.InconsistentError as Add's would be.
-func (l *link) add(ctx context.Context, rlog *client.Log, lv note.Verifier, held, cp *client.Checkpoint, state store.WitnessState) (witness.Cosigned, error) {
+// cosign puts the remote's checkpoint cp to witness.Add, the decision
+// of this relay's add-checkpoint route (relay/witness.go), as a C2SP
+// add-checkpoint request from held, the one cosigned last, with the
+// consistency proof read from the remote (checked by the SDK as it reads
+// it), over the link's state (linkState), and returns the cosigned note.
+// A smaller checkpoint is never cosigned: evidence when the tree cosigned
+// does not extend it, else a stale read.
+func (l *link) cosign(ctx context.Context, rlog *client.Log, lv note.Verifier, held, cp *client.Checkpoint, state store.WitnessState) ([]byte, error) {
 	req := witness.AddCheckpoint{Note: cp.Note}
-	if held != nil {
-		req.OldSize = held.Size
-	}
-	if held != nil && held.Size > 0 && cp.Size > held.Size {
-		p, err := rlog.ConsistencyProof(ctx, held, cp)
+	if held != nil && held.Size > 0 && cp.Size != held.Size {
+		older, newer := held, cp
+		if cp.Size < held.Size {
+			older, newer = cp, held
+		}
+		p, err := rlog.ConsistencyProof(ctx, older, newer)
 		var sv *client.SplitView
 		switch {
 		case errors.As(err, &sv):
-			return witness.Cosigned{}, &witness.InconsistentError{Kind: store.SplitViewInconsistent}
+			return nil, l.splitView(ctx, store.SplitViewInconsistent, cp.Origin, held.Note, cp.Note)
 		case err != nil:
-			return witness.Cosigned{}, fmt.Errorf("consistency proof: %w", err)
+			return nil, fmt.Errorf("consistency proof: %w", err)
+		case cp.Size < held.Size:
+			return nil, fmt.Errorf("checkpoint: the remote served size %d, smaller than %d cosigned (consistent)", cp.Size, held.Size)
 		}
-		for _, h := range p.Hashes {
-			if len(h) != tlog.HashSize {
-				return witness.Cosigned{}, &witness.InconsistentError{Kind: store.SplitViewInconsistent}
-			}
-			req.Proof = append(req.Proof, tlog.Hash(h))
+		req.Proof = make(tlog.TreeProof, len(p.Hashes))
+		for i, h := range p.Hashes {
+			copy(req.Proof[i][:], h) // 32 bytes each: the SDK checked
 		}
+	}
+	if held != nil {
+		req.OldSize = held.Size
 	}
 	res, err := witness.Add(ctx, req, map[string][]note.Verifier{cp.Origin: {lv}}, linkState{l.m.st, state}, l.m.witnessSigner)
-	var conflict *witness.ConflictError
-	if errors.As(err, &conflict) {
-		return res, fmt.Errorf("witness state: written by another process meanwhile (size %d); read again next time", conflict.Size)
+	var bad *witness.InconsistentError
+	if errors.As(err, &bad) {
+		return nil, l.splitView(ctx, bad.Kind, cp.Origin, state.Checkpoint, cp.Note)
 	}
-	return res, err
+	return res.Note, err
 }
 
 // linkState is a link's witness state (store.WitnessState) as
 // witness.Add reads and writes it: the latest checkpoint cosigned of the
-// remote's one origin, with the keys the link pinned.
+// remote's one origin, as read at the start of the round, with the keys
+// the link pinned; the write is the store's compare-and-set.
 type linkState struct {
 	st    store.Cosignatures
 	state store.WitnessState
 }
 
-func (s linkState) WitnessedLog(ctx context.Context, origin string) (store.WitnessedLog, error) {
-	w, err := s.st.WitnessState(ctx, s.state.ProjectID, s.state.PeerID)
-	if err == nil && w.Checkpoint == nil {
-		err = store.ErrNotFound
+func (s linkState) WitnessedLog(_ context.Context, origin string) (store.WitnessedLog, error) {
+	if s.state.Checkpoint == nil {
+		return store.WitnessedLog{}, store.ErrNotFound
 	}
-	if err != nil {
-		return store.WitnessedLog{}, err
-	}
-	return store.WitnessedLog{Origin: origin, Size: w.Size, Root: w.Root, Checkpoint: w.Checkpoint}, nil
+	return store.WitnessedLog{Origin: origin, Size: s.state.Size, Root: s.state.Root, Checkpoint: s.state.Checkpoint}, nil
 }
 
 func (s linkState) SaveWitnessedLog(ctx context.Context, l store.WitnessedLog, oldSize int64) (bool, error) {

@@ -130,7 +130,7 @@ var (
 type ConflictError struct{ Size int64 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("the witness last cosigned size %d for the origin", e.Size)
+	return fmt.Sprintf("old is not %d, the size last cosigned for the origin (another writer may have moved it)", e.Size)
 }
 
 // InconsistentError: the checkpoint is not consistent with the one last
