@@ -158,7 +158,6 @@ type LogState interface {
 
 // Cosigned is what Add returns with a cosignature.
 type Cosigned struct {
-	Checkpoint Checkpoint
 	// Note is the checkpoint with every signature it came with and this
 	// witness's cosignature appended: what the state holds.
 	Note []byte
@@ -228,5 +227,5 @@ func Add(ctx context.Context, req AddCheckpoint, logs map[string][]note.Verifier
 		}
 		return Cosigned{}, &ConflictError{Size: held.Size}
 	}
-	return Cosigned{Checkpoint: c, Note: cosigned, Line: line}, nil
+	return Cosigned{Note: cosigned, Line: line}, nil
 }
