@@ -22,26 +22,20 @@ import (
 // Witnessing (spec/tlog.md §Checkpoints and §Auditing, issue 24 item 5):
 // a link is a witness of its remote's log for its project. Every
 // WitnessInterval, and after each backfill round, it reads the remote's
-// checkpoint (GET /v1/log/{project_id}/checkpoint), verifies it with the
+// checkpoint (GET /v1/log/{project_id}/checkpoint), verified with the
 // remote's log key (GET /v1/log-key, pinned in the link's
-// store.WitnessState the first time), checks it against the checkpoint
-// it cosigned last (witness.Check, the consistency proof read from the
-// remote's proof route), and then:
-//
-//   - consistent and new: cosigns it with this relay's witness key
-//     (C2SP tlog-cosignature/v1), stores it as the link's witness state
-//     (only over the size read, so a second writer never rolls it back)
-//     and POSTs the cosigned note to the remote
-//     (/v1/log/{project_id}/cosignatures), which serves it with its
-//     checkpoint;
-//   - smaller but consistent (a stale read): nothing, a warning;
-//   - a fork (one size, two roots) or a checkpoint no proof joins to the
-//     one cosigned: both notes are stored as evidence
-//     (store.SplitView), the link stops mirroring (its backfill,
-//     registry sync and subscription end; pushes are refused on every
-//     process) and it is raised: one log line at ERROR, the metric
-//     acrelay_federation_split_views, /readyz degraded. It stays stopped
-//     until the operator removes the link.
+// store.WitnessState the first time), and puts it to witness.Add, the
+// decision of this relay's C2SP add-checkpoint route, as a request from
+// the size it cosigned last with the remote's consistency proof, over
+// the link's state (compare-and-set on its size). Cosigned, the note is
+// POSTed back to the remote (/v1/log/{project_id}/cosignatures: the wire
+// existing peers speak), which serves it with its checkpoint; a remote
+// answering 403 (a one-way link) is said once and offered it again with
+// a backoff. A fork or a checkpoint no proof joins to the one cosigned
+// (witness.InconsistentError) is a split view: both notes are stored as
+// evidence (store.SplitView), the link stops mirroring on every process
+// until the operator removes it, and it is raised: one ERROR line, the
+// metric acrelay_federation_split_views, /readyz degraded.
 //
 // The remote's own witness key (GET /v1/witness-key) is kept in the
 // state too: this relay accepts cosignatures on its own checkpoints only
@@ -227,14 +221,15 @@ func (l *link) witness(ctx context.Context) error {
 		return fmt.Errorf("log key: %w", err)
 	}
 	rlog := rc.Log(l.peer.ProjectID, lv)
-	var prev witness.Checkpoint
+	var held *client.Checkpoint // the one cosigned last
 	if state.Checkpoint != nil {
 		// The origin pinned with the first checkpoint cosigned.
 		c, _, err := witness.Open(state.Checkpoint, lv, "")
 		if err != nil {
 			return fmt.Errorf("stored witness checkpoint: %w", err)
 		}
-		prev, rlog.Origin = c, c.Origin
+		rlog.Origin = c.Origin
+		held = &client.Checkpoint{Origin: c.Origin, Size: c.Size, Root: c.Root, Note: state.Checkpoint}
 	}
 	cp, err := rlog.Checkpoint(ctx)
 	var ae *client.APIError
@@ -248,47 +243,19 @@ func (l *link) witness(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	next, n, err := witness.Open(cp.Note, lv, cp.Origin)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	verdict, err := l.judge(ctx, rlog, prev, next, state.Checkpoint, cp)
-	if err != nil {
-		return err
-	}
 	l.mu.Lock()
 	submitted := l.wsubmitted
 	l.mu.Unlock()
-	switch verdict {
-	case witness.Fork, witness.Inconsistent:
-		return l.splitView(ctx, verdict, next.Origin, state.Checkpoint, cp.Note)
-	case witness.Stale:
-		return fmt.Errorf("checkpoint: the remote served size %d, smaller than %d cosigned (consistent)", next.Size, prev.Size)
-	}
-	if next == prev && submitted {
+	cosigned := state.Checkpoint
+	if held == nil || cp.Size != held.Size || cp.Root != held.Root {
+		if cosigned, err = l.cosign(ctx, rlog, lv, held, cp, state); err != nil {
+			return err
+		}
+	} else if submitted {
 		return nil // cosigned and submitted already
 	}
-	cosigned := state.Checkpoint
-	if next != prev {
-		signer, err := l.m.witnessSigner(ctx)
-		if err != nil {
-			return err
-		}
-		cosigned, _, err = witness.Cosign(signer, n)
-		if err != nil {
-			return err
-		}
-		state.Size, state.Root, state.Checkpoint, state.CosignedAt = next.Size, next.Root, cosigned, time.Now()
-		ok, err := st.SaveWitnessState(ctx, state, oldSize)
-		if err != nil {
-			return fmt.Errorf("witness state: %w", err)
-		}
-		if !ok {
-			return errors.New("witness state: written by another process meanwhile; read again next time")
-		}
-	}
 	l.mu.Lock()
-	l.wsize, l.wsubmitted = next.Size, false
+	l.wsize, l.wsubmitted = cp.Size, false
 	l.mu.Unlock()
 	if !l.m.cosignDue(l.peer.ID, time.Now()) {
 		return nil // the remote refuses our cosignatures: retried later
@@ -308,39 +275,71 @@ func (l *link) witness(ctx context.Context) error {
 	return nil
 }
 
-// judge decides on the remote's checkpoint next against prev, the one
-// cosigned last (witness.Check), reading the consistency proof from the
-// remote's proof route when the sizes differ. A proof that fails is
-// Inconsistent.
-func (l *link) judge(ctx context.Context, rlog *client.Log, prev, next witness.Checkpoint, prevNote []byte, cp *client.Checkpoint) (witness.Verdict, error) {
-	if prev.Size == 0 || prev.Size == next.Size {
-		return witness.Check(prev, next, nil), nil
-	}
-	older, newer := &client.Checkpoint{Origin: prev.Origin, Size: prev.Size, Root: prev.Root, Note: prevNote}, cp
-	if next.Size < prev.Size {
-		older, newer = cp, older
-	}
-	p, err := rlog.ConsistencyProof(ctx, older, newer)
-	var sv *client.SplitView
-	switch {
-	case errors.As(err, &sv):
-		return witness.Inconsistent, nil
-	case err != nil:
-		return 0, fmt.Errorf("consistency proof: %w", err)
-	}
-	proof := make(tlog.TreeProof, len(p.Hashes))
-	for i, h := range p.Hashes {
-		if len(h) != tlog.HashSize {
-			return witness.Inconsistent, nil
+// cosign puts the remote's checkpoint cp to witness.Add, the decision
+// of this relay's add-checkpoint route (relay/witness.go), as a C2SP
+// add-checkpoint request from held, the one cosigned last, with the
+// consistency proof read from the remote (checked by the SDK as it reads
+// it), over the link's state (linkState), and returns the cosigned note.
+// A smaller checkpoint is never cosigned: evidence when the tree cosigned
+// does not extend it, else a stale read.
+func (l *link) cosign(ctx context.Context, rlog *client.Log, lv note.Verifier, held, cp *client.Checkpoint, state store.WitnessState) ([]byte, error) {
+	req := witness.AddCheckpoint{Note: cp.Note}
+	if held != nil && held.Size > 0 && cp.Size != held.Size {
+		older, newer := held, cp
+		if cp.Size < held.Size {
+			older, newer = cp, held
 		}
-		copy(proof[i][:], h)
+		p, err := rlog.ConsistencyProof(ctx, older, newer)
+		var sv *client.SplitView
+		switch {
+		case errors.As(err, &sv):
+			return nil, l.splitView(ctx, store.SplitViewInconsistent, cp.Origin, held.Note, cp.Note)
+		case err != nil:
+			return nil, fmt.Errorf("consistency proof: %w", err)
+		case cp.Size < held.Size:
+			return nil, fmt.Errorf("checkpoint: the remote served size %d, smaller than %d cosigned (consistent)", cp.Size, held.Size)
+		}
+		req.Proof = make(tlog.TreeProof, len(p.Hashes))
+		for i, h := range p.Hashes {
+			copy(req.Proof[i][:], h) // 32 bytes each: the SDK checked
+		}
 	}
-	return witness.Check(prev, next, proof), nil
+	if held != nil {
+		req.OldSize = held.Size
+	}
+	res, err := witness.Add(ctx, req, map[string][]note.Verifier{cp.Origin: {lv}}, linkState{l.m.st, state}, l.m.witnessSigner)
+	var bad *witness.InconsistentError
+	if errors.As(err, &bad) {
+		return nil, l.splitView(ctx, bad.Kind, cp.Origin, state.Checkpoint, cp.Note)
+	}
+	return res.Note, err
+}
+
+// linkState is a link's witness state (store.WitnessState) as
+// witness.Add reads and writes it: the latest checkpoint cosigned of the
+// remote's one origin, as read at the start of the round, with the keys
+// the link pinned; the write is the store's compare-and-set.
+type linkState struct {
+	st    store.Cosignatures
+	state store.WitnessState
+}
+
+func (s linkState) WitnessedLog(_ context.Context, origin string) (store.WitnessedLog, error) {
+	if s.state.Checkpoint == nil {
+		return store.WitnessedLog{}, store.ErrNotFound
+	}
+	return store.WitnessedLog{Origin: origin, Size: s.state.Size, Root: s.state.Root, Checkpoint: s.state.Checkpoint}, nil
+}
+
+func (s linkState) SaveWitnessedLog(ctx context.Context, l store.WitnessedLog, oldSize int64) (bool, error) {
+	next := s.state
+	next.Size, next.Root, next.Checkpoint, next.CosignedAt = l.Size, l.Root, l.Checkpoint, time.Now()
+	return s.st.SaveWitnessState(ctx, next, oldSize)
 }
 
 // splitView stores the evidence, stops the link and raises it.
-func (l *link) splitView(ctx context.Context, v witness.Verdict, origin string, cosigned, seen []byte) error {
-	e, err := l.m.st.SaveSplitView(ctx, store.SplitView{ProjectID: l.peer.ProjectID, PeerID: l.peer.ID, Kind: v.String(),
+func (l *link) splitView(ctx context.Context, kind, origin string, cosigned, seen []byte) error {
+	e, err := l.m.st.SaveSplitView(ctx, store.SplitView{ProjectID: l.peer.ProjectID, PeerID: l.peer.ID, Kind: kind,
 		Origin: origin, Cosigned: cosigned, Seen: seen})
 	if err != nil {
 		return fmt.Errorf("split view evidence: %w", err)

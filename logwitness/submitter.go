@@ -3,7 +3,6 @@ package logwitness
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -410,21 +409,6 @@ func (e errConflict) Error() string {
 	return fmt.Sprintf("the witness answered 409: it last cosigned size %d", int64(e))
 }
 
-// Request builds the add-checkpoint body (C2SP tlog-witness): "old
-// <known>", the consistency proof lines from known to the checkpoint's
-// size (none when known is 0 or the size), a blank line, the checkpoint
-// note.
-func Request(known int64, proof xtlog.TreeProof, checkpoint []byte) []byte {
-	var b bytes.Buffer
-	b.WriteString("old " + strconv.FormatInt(known, 10) + "\n")
-	for _, h := range proof {
-		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
-	}
-	b.WriteString("\n")
-	b.Write(checkpoint)
-	return b.Bytes()
-}
-
 // post sends one add-checkpoint request and handles its answer.
 func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head store.TreeHead, known int64) error {
 	var proof xtlog.TreeProof
@@ -438,7 +422,7 @@ func (s *Submitter) post(ctx context.Context, projectID string, w Witness, head 
 		}
 		proof = p
 	}
-	body := Request(known, proof, head.Checkpoint)
+	body := witness.AddCheckpoint{OldSize: known, Proof: proof, Note: head.Checkpoint}.Marshal()
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, w.AddCheckpointURL(), bytes.NewReader(body))

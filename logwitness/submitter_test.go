@@ -25,6 +25,7 @@ import (
 	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
 	"github.com/acrelay/acrelay/tlog"
+	"github.com/acrelay/acrelay/witness"
 )
 
 var ctx = context.Background()
@@ -266,7 +267,7 @@ func TestSubmitterAnswers(t *testing.T) {
 	root, _ := xtlog.TreeHash(45, rd)
 	proof, _ := xtlog.ProveTree(45, 35, rd)
 	forked, _ := tlog.SignCheckpoint(l.key.Signer, tlog.Checkpoint{Origin: l.origin(), Size: 45, Root: root})
-	resp, err := http.Post(ws.w.AddCheckpointURL(), "text/plain", bytes.NewReader(logwitness.Request(35, proof, forked)))
+	resp, err := http.Post(ws.w.AddCheckpointURL(), "text/plain", bytes.NewReader(witness.AddCheckpoint{OldSize: 35, Proof: proof, Note: forked}.Marshal()))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("forked checkpoint: %v %v", resp, err)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gorilla/mux"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
@@ -183,7 +182,9 @@ func (s *Server) cosignedCheckpoint(ctx context.Context, projectID string, check
 //     (cosignature/v1 by its witness key, GET /v1/witness-key). The
 //     latest checkpoint per origin is stored before the answer, by a
 //     compare-and-set on its size (store.LogWitnesses SaveWitnessedLog):
-//     two processes never cosign two trees of one size.
+//     two processes never cosign two trees of one size. The decision is
+//     witness.Add, the one a federation link takes on its remote's
+//     checkpoints (federation/witness.go).
 
 var (
 	errWitnessRequestInvalid   = apierror.New(wire.CodeWitnessRequestInvalid)
@@ -212,71 +213,28 @@ func (s *Server) handleAddCheckpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errWitnessRequestInvalid)
 		return
 	}
-	origin, _, _ := bytes.Cut(req.Note, []byte("\n"))
-	verifiers := s.cfg.WitnessLogs[string(origin)]
-	if len(verifiers) == 0 {
-		s.writeError(w, r, errWitnessLogUnknown)
-		return
-	}
-	n, err := note.Open(req.Note, note.VerifierList(verifiers...))
-	if err != nil {
-		s.writeError(w, r, errWitnessSignatureInvalid)
-		return
-	}
-	c, err := witness.ParseForeign(n.Text)
-	if err != nil || c.Origin != string(origin) || req.OldSize > c.Size {
-		s.writeError(w, r, errWitnessRequestInvalid)
-		return
-	}
-	if c.Size == 0 && c.Root != acrtlog.EmptyRoot {
-		s.writeError(w, r, errWitnessInconsistent)
-		return
-	}
 	ctx := r.Context()
-	stored, err := s.st.WitnessedLog(ctx, c.Origin)
+	res, err := witness.Add(ctx, req, s.cfg.WitnessLogs, s.st, func(ctx context.Context) (note.Signer, error) { return s.witnessSigner(ctx, r) })
+	var conflict *witness.ConflictError
+	var inconsistent *witness.InconsistentError
 	switch {
-	case isNotFound(err):
-		stored = store.WitnessedLog{Origin: c.Origin, Root: acrtlog.EmptyRoot}
-	case err != nil:
-		s.writeError(w, r, err)
-		return
-	}
-	if req.OldSize != stored.Size {
-		s.writeTreeSize(w, stored.Size)
-		return
-	}
-	switch {
-	case req.OldSize == 0 && len(req.Proof) > 0,
-		req.OldSize == c.Size && c.Root != stored.Root,
-		req.OldSize > 0 && req.OldSize < c.Size && tlog.CheckTree(req.Proof, c.Size, c.Root, req.OldSize, stored.Root) != nil:
-		s.log.WarnContext(ctx, "witness: checkpoint refused as inconsistent with the one cosigned", "origin", c.Origin, "size", c.Size, "cosigned_size", stored.Size)
+	case err == nil:
+		s.writeBytes(w, r, http.StatusOK, "text/plain; charset=utf-8", []byte(res.Line))
+	case errors.Is(err, witness.ErrLogUnknown):
+		s.writeError(w, r, errWitnessLogUnknown)
+	case errors.Is(err, witness.ErrLogSignature):
+		s.writeError(w, r, errWitnessSignatureInvalid)
+	case errors.Is(err, witness.ErrBadRequest):
+		s.writeError(w, r, errWitnessRequestInvalid)
+	case errors.As(err, &conflict):
+		s.writeTreeSize(w, conflict.Size)
+	case errors.As(err, &inconsistent):
+		origin, _, _ := bytes.Cut(req.Note, []byte("\n"))
+		s.log.WarnContext(ctx, "witness: checkpoint refused as inconsistent with the one cosigned", "origin", string(origin), "kind", inconsistent.Kind, "cosigned_size", inconsistent.Cosigned.Size)
 		s.writeError(w, r, errWitnessInconsistent)
-		return
-	}
-	ok, err := s.st.SaveWitnessedLog(ctx, store.WitnessedLog{Origin: c.Origin, Size: c.Size, Root: c.Root, Checkpoint: req.Note}, req.OldSize)
-	if err != nil {
+	default:
 		s.writeError(w, r, err)
-		return
 	}
-	if !ok { // another process moved it meanwhile
-		if stored, err = s.st.WitnessedLog(ctx, c.Origin); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		s.writeTreeSize(w, stored.Size)
-		return
-	}
-	signer, err := s.witnessSigner(ctx, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	_, line, err := witness.Cosign(signer, n)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeBytes(w, r, http.StatusOK, "text/plain; charset=utf-8", []byte(line))
 }
 
 // writeTreeSize is C2SP tlog-witness's 409: the size last cosigned for

@@ -112,6 +112,20 @@ if [ $# -eq 0 ]; then
   fi
 fi
 
+# acrelay as a C2SP tlog-witness, driven by transparency-dev/witness's
+# HTTP client: a module of its own (interop/tlogwitness), so that go.mod
+# stays free of transparency-dev/witness and of the newer formats and
+# prometheus/common versions it requires.
+if [ $# -eq 0 ]; then
+  echo "== interop/tlogwitness: go vet, staticcheck, go test -race -count=1 -v (its own module)"
+  if (cd interop/tlogwitness && go mod download) >"$ACRELAY_TMP/tlogwitness-mod.log" 2>&1; then
+    (cd interop/tlogwitness && go vet "${TAGS[@]}" . && { [ -z "${STATICCHECK:-}" ] || "$STATICCHECK" "${TAGS[@]}" .; } && go test "${TAGS[@]}" -race -count=1 -v .) 2>&1 | tee -a "$ACRELAY_TEST_LOG" | progress
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  else
+    ACRELAY_PROVISION_NOTES+=("transparency-dev/witness client interop: SKIPPED - interop/tlogwitness's modules could not be downloaded: $(tail -1 "$ACRELAY_TMP/tlogwitness-mod.log")")
+  fi
+fi
+
 if [ -n "${tree_before+set}" ]; then
   tree_new=$(LC_ALL=C comm -13 <(printf '%s\n' "$tree_before") <(tree_status) | grep -v '^$' || true)
   if [ -n "$tree_new" ]; then

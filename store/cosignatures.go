@@ -161,7 +161,8 @@ type WitnessedLog struct {
 	Origin string
 	Size   int64
 	Root   [32]byte
-	// Checkpoint is the note as submitted (the log's signatures).
+	// Checkpoint is the note as cosigned: the log's signatures as
+	// submitted, then this relay's cosignature line (witness.Add).
 	Checkpoint []byte
 	UpdatedAt  time.Time // set by the store (millisecond precision)
 }

@@ -52,5 +52,9 @@ func FuzzParseAddCheckpoint(f *testing.F) {
 		if req.OldSize < 0 || len(req.Proof) > MaxProofLines || len(req.Note) == 0 || !bytes.HasSuffix(b, req.Note) {
 			t.Fatalf("parsed %q as %+v", b, req)
 		}
+		// The parse is canonical: the client's body is the one parsed.
+		if m := req.Marshal(); !bytes.Equal(m, b) {
+			t.Fatalf("parsed %q, marshalled %q", b, m)
+		}
 	})
 }

@@ -3,11 +3,13 @@
 // §Auditing, issue 24 item 5): C2SP tlog-cosignature/v1 (timestamped
 // Ed25519) keys, signing and verification through
 // github.com/transparency-dev/formats/note on golang.org/x/mod/sumdb/note;
-// opening a C2SP tlog-checkpoint (package tlog's parser); the witness's decision on
-// a checkpoint against the last one it cosigned (consistency by
-// golang.org/x/mod/sumdb/tlog.CheckTree); and the served checkpoint with
-// the cosignatures held. It does no I/O of its own: no HTTP, and the
-// store only through the interface StoredKey is given.
+// opening a C2SP tlog-checkpoint (package tlog's parser); the witness's
+// decision on a checkpoint against the last one it cosigned (Add, C2SP
+// tlog-witness add-checkpoint, consistency by
+// golang.org/x/mod/sumdb/tlog.CheckTree), taken alike for the
+// add-checkpoint route and federation links; and the served checkpoint
+// with the cosignatures held. It does no I/O of its own: no HTTP, and the
+// store only through the interfaces StoredKey and Add are given.
 //
 // The witness key is not the log key. C2SP signed-note allows one key for
 // several signature types only "if necessary (and if domain separation
@@ -31,7 +33,6 @@ import (
 
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/store"
 	acrtlog "github.com/acrelay/acrelay/tlog"
@@ -190,62 +191,6 @@ func OpenCosigned(msg []byte, logVerifier note.Verifier, origin string, witnesse
 		return Checkpoint{}, nil, nil, ErrNoCosignature
 	}
 	return c, []byte(n.Text), out, nil
-}
-
-// Verdict is a witness's decision on a checkpoint (Check).
-type Verdict int
-
-const (
-	// Consistent: the checkpoint is the first seen, or consistent with and
-	// larger than the one cosigned, or the same one again.
-	Consistent Verdict = iota
-	// Stale: smaller than the one cosigned but consistent with it: not
-	// cosigned (a witness never rolls back), not evidence.
-	Stale
-	// Fork: the same size as the one cosigned with another root.
-	Fork
-	// Inconsistent: the consistency proof between the two does not
-	// verify.
-	Inconsistent
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case Consistent:
-		return "consistent"
-	case Stale:
-		return "stale"
-	case Fork:
-		return store.SplitViewFork
-	case Inconsistent:
-		return store.SplitViewInconsistent
-	}
-	return fmt.Sprintf("Verdict(%d)", int(v))
-}
-
-// Check decides on checkpoint next against prev, the one cosigned last
-// (prev.Size 0: none, or an empty tree). proof is the RFC 6962 §2.1.2
-// consistency proof from the smaller of the two sizes to the larger, as
-// the log served it (ignored when the sizes are equal or prev is empty).
-func Check(prev, next Checkpoint, proof tlog.TreeProof) Verdict {
-	switch {
-	case prev.Size == 0:
-		return Consistent
-	case next.Size == prev.Size && next.Root == prev.Root:
-		return Consistent
-	case next.Size == prev.Size:
-		return Fork
-	case next.Size > prev.Size:
-		if tlog.CheckTree(proof, next.Size, next.Root, prev.Size, prev.Root) != nil {
-			return Inconsistent
-		}
-		return Consistent
-	default:
-		if tlog.CheckTree(proof, prev.Size, prev.Root, next.Size, next.Root) != nil {
-			return Inconsistent
-		}
-		return Stale
-	}
 }
 
 // WithCosignatures returns the checkpoint note checkpoint with the lines

@@ -2,6 +2,7 @@ package witness_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/acrelay/acrelay/store"
+	acrtlog "github.com/acrelay/acrelay/tlog"
 	"github.com/acrelay/acrelay/witness"
 )
 
@@ -85,6 +87,8 @@ func signCheckpoint(t *testing.T, s note.Signer, c witness.Checkpoint) []byte {
 	}
 	return msg
 }
+
+var ctx = context.Background()
 
 const origin = "relay-a.example/v1/00000000-0000-4000-8000-000000000001"
 
@@ -249,13 +253,58 @@ func TestOpenCosignedRefusals(t *testing.T) {
 	}
 }
 
-// TestCheck: the witness's verdicts on real trees: growth with a valid
-// proof, the same checkpoint again, a fork at one size, a newer
-// checkpoint whose proof does not join (a rewritten leaf), and an older
-// consistent one.
-func TestCheck(t *testing.T) {
+// memState is an in-memory witness.LogState; moved, when set, is what
+// another writer stored meanwhile: the compare-and-set fails.
+type memState struct {
+	held  map[string]store.WitnessedLog
+	moved *store.WitnessedLog
+}
+
+func (m *memState) WitnessedLog(_ context.Context, origin string) (store.WitnessedLog, error) {
+	l, ok := m.held[origin]
+	if !ok {
+		return store.WitnessedLog{}, store.ErrNotFound
+	}
+	return l, nil
+}
+
+func (m *memState) SaveWitnessedLog(_ context.Context, l store.WitnessedLog, oldSize int64) (bool, error) {
+	if m.moved != nil {
+		m.held[l.Origin] = *m.moved
+		return false, nil
+	}
+	if m.held[l.Origin].Size != oldSize || l.Size < oldSize {
+		return false, nil
+	}
+	m.held[l.Origin] = l
+	return true, nil
+}
+
+// TestAdd: the witness's decisions (C2SP tlog-witness add-checkpoint)
+// on real trees, with the outcome each is answered with: growth with a
+// valid proof, the same checkpoint again and a first one are cosigned
+// and stored; a fork at one size, a newer checkpoint whose proof does
+// not join (a rewritten leaf), no proof, a proof from size 0 and a
+// size-0 checkpoint of another root are 422; an older checkpoint or old
+// above the size is 400; old not the size held is 409 with it, as is a
+// compare-and-set another writer won; an unknown origin 404; a
+// checkpoint signed by another key 403. Nothing but a cosignature
+// changes the state.
+func TestAdd(t *testing.T) {
 	honest := tree(t, "a", "b", "c", "d", "e", "f", "g")
 	forked := tree(t, "a", "b", "c", "X", "e", "f", "g")
+	ls, lv := logKey(t, "log.example")
+	otherKey, _ := logKey(t, "log.example")
+	skey, err := witness.NewKey("relay-b.example/witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey, _ := witness.VerifierKey(skey)
+	wv, err := witness.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := func(context.Context) (note.Signer, error) { return witness.NewSigner(skey) }
 	at := func(m *memTree, n int64) witness.Checkpoint {
 		return witness.Checkpoint{Origin: origin, Size: n, Root: m.root(t, n)}
 	}
@@ -266,25 +315,85 @@ func TestCheck(t *testing.T) {
 		}
 		return p
 	}
+	logs := map[string][]note.Verifier{origin: {lv}}
+	empty := witness.Checkpoint{}
 	for _, tc := range []struct {
-		name       string
-		prev, next witness.Checkpoint
-		proof      tlog.TreeProof
-		want       witness.Verdict
+		name  string
+		held  witness.Checkpoint // Size 0: none
+		old   int64
+		next  witness.Checkpoint
+		proof tlog.TreeProof
+		other bool // signed by another key
+		moved bool
+		want  any // nil (cosigned), an error, a *ConflictError or an *InconsistentError kind
 	}{
-		{"first", witness.Checkpoint{}, at(honest, 5), nil, witness.Consistent},
-		{"grown", at(honest, 3), at(honest, 7), prove(honest, 3, 7), witness.Consistent},
-		{"same", at(honest, 5), at(honest, 5), nil, witness.Consistent},
-		{"fork at one size", at(honest, 5), at(forked, 5), nil, witness.Fork},
-		{"newer, rewritten", at(honest, 5), at(forked, 7), prove(forked, 5, 7), witness.Inconsistent},
-		{"newer, proof of the other tree", at(honest, 5), at(forked, 7), prove(honest, 5, 7), witness.Inconsistent},
-		{"newer, no proof", at(honest, 3), at(honest, 7), nil, witness.Inconsistent},
-		{"older, consistent", at(honest, 7), at(honest, 3), prove(honest, 3, 7), witness.Stale},
-		{"older, rewritten", at(honest, 7), at(forked, 5), prove(forked, 5, 7), witness.Inconsistent},
+		{"first", empty, 0, at(honest, 5), nil, false, false, nil},
+		{"grown", at(honest, 3), 3, at(honest, 7), prove(honest, 3, 7), false, false, nil},
+		{"same", at(honest, 5), 5, at(honest, 5), nil, false, false, nil},
+		{"empty tree", empty, 0, witness.Checkpoint{Origin: origin, Root: acrtlog.EmptyRoot}, nil, false, false, nil},
+		{"fork at one size", at(honest, 5), 5, at(forked, 5), nil, false, false, store.SplitViewFork},
+		{"newer, rewritten", at(honest, 5), 5, at(forked, 7), prove(forked, 5, 7), false, false, store.SplitViewInconsistent},
+		{"newer, proof of the other tree", at(honest, 5), 5, at(forked, 7), prove(honest, 5, 7), false, false, store.SplitViewInconsistent},
+		{"newer, no proof", at(honest, 3), 3, at(honest, 7), nil, false, false, store.SplitViewInconsistent},
+		{"a proof from size 0", empty, 0, at(honest, 7), prove(honest, 3, 7), false, false, store.SplitViewInconsistent},
+		{"size 0, another root", empty, 0, witness.Checkpoint{Origin: origin, Root: honest.root(t, 1)}, nil, false, false, store.SplitViewInconsistent},
+		{"older", at(honest, 7), 7, at(honest, 3), nil, false, false, witness.ErrBadRequest},
+		{"old not the size held", at(honest, 5), 3, at(honest, 7), prove(honest, 3, 7), false, false, &witness.ConflictError{Size: 5}},
+		{"old above none held", empty, 3, at(honest, 7), prove(honest, 3, 7), false, false, &witness.ConflictError{Size: 0}},
+		{"lost the compare-and-set", at(honest, 3), 3, at(honest, 5), prove(honest, 3, 5), false, true, &witness.ConflictError{Size: 6}},
+		{"unknown origin", empty, 0, witness.Checkpoint{Origin: "other.example/log", Size: 1, Root: honest.root(t, 1)}, nil, false, false, witness.ErrLogUnknown},
+		{"another key", empty, 0, at(honest, 5), nil, true, false, witness.ErrLogSignature},
 	} {
-		if got := witness.Check(tc.prev, tc.next, tc.proof); got != tc.want {
-			t.Errorf("%s: Check = %v, want %v", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			st := &memState{held: map[string]store.WitnessedLog{}}
+			if tc.held.Size > 0 {
+				st.held[origin] = store.WitnessedLog{Origin: origin, Size: tc.held.Size, Root: tc.held.Root, Checkpoint: signCheckpoint(t, ls, tc.held)}
+			}
+			if tc.moved {
+				st.moved = &store.WitnessedLog{Origin: origin, Size: 6, Root: honest.root(t, 6)}
+			}
+			before := st.held[origin]
+			s := ls
+			if tc.other {
+				s = otherKey
+			}
+			msg := signCheckpoint(t, s, tc.next)
+			res, err := witness.Add(ctx, witness.AddCheckpoint{OldSize: tc.old, Proof: tc.proof, Note: msg}, logs, st, signer)
+			var conflict *witness.ConflictError
+			var bad *witness.InconsistentError
+			switch want := tc.want.(type) {
+			case nil:
+				if err != nil {
+					t.Fatalf("Add: %v, want a cosignature", err)
+				}
+				c, _, cs, err := witness.OpenCosigned(res.Note, lv, origin, []note.Verifier{wv}, time.Now(), time.Minute)
+				if err != nil || c != tc.next || len(cs) != 1 || cs[0].Line != res.Line || !bytes.HasPrefix(res.Note, msg) {
+					t.Fatalf("cosigned note %q (line %q): %+v %v", res.Note, res.Line, c, err)
+				}
+				if got := st.held[origin]; got.Size != tc.next.Size || got.Root != tc.next.Root || !bytes.Equal(got.Checkpoint, res.Note) {
+					t.Fatalf("state %+v, want the cosigned note at %d", got, tc.next.Size)
+				}
+				return
+			case string:
+				if !errors.As(err, &bad) || bad.Kind != want || bad.Cosigned.Size != tc.held.Size {
+					t.Fatalf("Add: %v, want %s against size %d", err, want, tc.held.Size)
+				}
+			case *witness.ConflictError:
+				if !errors.As(err, &conflict) || *conflict != *want {
+					t.Fatalf("Add: %v, want a conflict at %d", err, want.Size)
+				}
+				if tc.moved {
+					return
+				}
+			case error:
+				if !errors.Is(err, want) {
+					t.Fatalf("Add: %v, want %v", err, want)
+				}
+			}
+			if got := st.held[origin]; got.Size != before.Size || !bytes.Equal(got.Checkpoint, before.Checkpoint) {
+				t.Fatalf("state changed to %+v", got)
+			}
+		})
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/internal/groupcommit"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 //go:embed migrations/*.sql
@@ -41,6 +42,10 @@ const maxAttempts = 3
 
 // DB is the PostgreSQL store. It is safe for concurrent use.
 type DB struct {
+	// Witnessing's methods are store.Cosignatures and
+	// store.LogWitnesses (witnessing.go).
+	shared.Witnessing
+
 	migrated store.MigrationSummary // what Open's migration did (Migrations)
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
@@ -93,6 +98,7 @@ func OpenWith(ctx context.Context, url string, logger *slog.Logger, opts Options
 		return nil, mapErr("open postgres", err)
 	}
 	db := &DB{pool: pool, logger: logger, obs: opts.Observer, migrated: migrated}
+	db.Witnessing = shared.NewWitnessing(db.engine(), &witnessingSQL)
 	db.appends = groupcommit.NewQueues(maxGroupBatch, db.runAppendBatch)
 	db.advances.OnFirst, db.advances.OnLast = db.startListening, db.cancelListening
 	db.wakes.OnFirst, db.wakes.OnLast = db.startListening, db.cancelListening

@@ -70,9 +70,6 @@ func (db *DB) DeactivateIdentity(ctx context.Context, projectID, id string) (sto
 	return i, mapErr("deactivate identity", err)
 }
 
-// rowScanner is a *sql.Row or *sql.Rows.
-type rowScanner interface{ Scan(dest ...any) error }
-
 // ActiveIdentityIDs pages active identity ids in ascending byte order,
 // strictly after afterID, at most limit.
 func (db *DB) ActiveIdentityIDs(ctx context.Context, projectID, afterID string, limit int) ([]string, error) {
@@ -96,24 +93,6 @@ func (db *DB) ListKeys(ctx context.Context, projectID, identityID, afterID strin
 // Hash is left empty.
 func (db *DB) ListTokens(ctx context.Context, projectID, afterID string, limit int) ([]store.Token, error) {
 	return db.registry().Tokens(ctx, projectID, afterID, limit)
-}
-
-// listRows runs a registry listing on the read pool and scans every row.
-func listRows[T any](ctx context.Context, db *DB, what string, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := db.rd.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(what, err)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, mapErr(what, err)
-		}
-		out = append(out, v)
-	}
-	return out, mapErr(what, rows.Err())
 }
 
 // AddKey stores a signing key of the identity k.IdentityID in project

@@ -20,6 +20,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/acrelay/acrelay/store"
+	"github.com/acrelay/acrelay/store/internal/shared"
 )
 
 //go:embed migrations/*.sql
@@ -71,6 +72,10 @@ const MaxBatchLimit = 16384
 
 // DB is the embedded SQLite store. It is safe for concurrent use.
 type DB struct {
+	// Witnessing's methods are store.Cosignatures and
+	// store.LogWitnesses (witnessing.go).
+	shared.Witnessing
+
 	migrated store.MigrationSummary // what Open's migration did (Migrations)
 	path     string                 // the database file (MatrixCryptoDB opens it again)
 	busy     time.Duration          // Options.BusyTimeout
@@ -229,6 +234,7 @@ func OpenWith(ctx context.Context, path string, logger *slog.Logger, opts Option
 		obs:      opts.Observer,
 		migrated: migrated,
 	}
+	db.Witnessing = shared.NewWitnessing(db.engine(), &witnessingSQL)
 	db.ws.external = db.tokens.invalidate
 	db.ws.threadEvery = int64(opts.ThreadIndexEvery)
 	go db.writeLoop()
