@@ -232,7 +232,12 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		// one driving the device decrypts, when answering.
 		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil}}
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st}}
+	if cstore != nil {
+		m.binder.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
+			return e2ee.RelayDevice(ctx, cli, reg != nil, cstore)
+		}
+	}
 	id := base.Identity
 	if id == nil {
 		id = &lease.Identity{ID: base.Holder}
@@ -240,7 +245,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	if cstore != nil {
-		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: "matrix-crypto", Holder: id, TTL: base.LeaseTTL, Logger: log})
+		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: matrix.CryptoLease, Holder: id, TTL: base.LeaseTTL, Logger: log})
 		if c.PasswordFile != "" {
 			b, err := os.ReadFile(c.PasswordFile)
 			if err != nil {
