@@ -163,8 +163,9 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 		}
 	}
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
-		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
-		Password:  m.password,
+		OnRefused:       func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
+		Password:        m.password,
+		SessionReceived: m.inbox.KeyArrived,
 		PrintRecoveryKey: func(rk string) {
 			if m.out != nil {
 				fmt.Fprintf(m.out, "matrix cross-signing recovery key (shown once; kept in the database, backed up with it): %s\n", rk)

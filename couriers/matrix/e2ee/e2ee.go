@@ -66,6 +66,11 @@ type Options struct {
 	// tokens); it is also kept in the store (store.MatrixRecoveryKey) and
 	// never logged.
 	PrintRecoveryKey func(recoveryKey string)
+	// SessionReceived, when set, is told each megolm session whose room
+	// key the machine stored (mautrix's OlmMachine.SessionReceived): the
+	// inbox's KeyArrived, which retries at once the submissions that
+	// waited for it. It must not block for long (it runs in the sync).
+	SessionReceived func(ctx context.Context, room id.RoomID, session id.SessionID)
 }
 
 // Machine is the relay device's olm machine (matrix.Crypto). Open returns
@@ -296,6 +301,9 @@ func (m *Machine) setup(ctx context.Context, st store.MatrixCrypto) error {
 		return fmt.Errorf("state store upgrade: %w", err)
 	}
 	m.mach = crypto.NewOlmMachine(m.cli, &zl, m.cstore, m.ss)
+	if f := m.opt.SessionReceived; f != nil {
+		m.mach.SessionReceived = func(ctx context.Context, room id.RoomID, session id.SessionID, _ uint32) { f(ctx, room, session) }
+	}
 	if err := m.mach.Load(ctx); err != nil {
 		return fmt.Errorf("load olm account: %w", err)
 	}
