@@ -23,6 +23,7 @@ import (
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
@@ -348,7 +349,7 @@ func (m *matrixServices) ping(ctx context.Context) {
 			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
 			return
 		}
-		wait := min(time.Second<<min(n-1, 6), time.Minute)
+		wait := backoff.Policy{Initial: time.Second, Max: time.Minute}.Ceiling(n)
 		m.log.Warn("matrix appservice ping failed", "attempts", n, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():

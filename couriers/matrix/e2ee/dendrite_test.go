@@ -238,7 +238,7 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 		return len(s.Replies[sub.EventID]) > 0
 	})
-	time.Sleep(time.Second) // a second reply would come right after the first
+	waitAnswered(t, r.st, sub.EventID)
 	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK || got[0].EventID == "" {
 		t.Fatalf("replies to the submission: %+v, want exactly one accepting it", got)
@@ -269,6 +269,17 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// waitAnswered waits until the inbox stored mid as answered (final,
+// replied): its one reply is in the room, and no other can follow (a
+// final submission is never answered again).
+func waitAnswered(t *testing.T, st store.Matrix, mid id.EventID) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the submission stored as answered", func() bool {
+		q, err := st.MatrixSubmission(ctx, mid.String())
+		return err == nil && q.Final == store.MatrixSubmissionReplied
+	})
 }
 
 // encryptedRoom: alice creates a room the way Element does and invites
@@ -377,7 +388,7 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 		return len(s.Replies[sub.EventID]) > 0
 	})
 	t.Logf("answered %v after alice shared the key (fallback timer: 5 to 10 min)", time.Since(shared).Round(100*time.Millisecond))
-	time.Sleep(time.Second) // a second reply would come right after the first
+	waitAnswered(t, r.st, sub.EventID)
 	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
 		t.Fatalf("replies %+v, want exactly one accepting it", got)

@@ -27,6 +27,7 @@ import (
 	"maunium.net/go/mautrix/sqlstatestore"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -376,6 +377,9 @@ func AppserviceDevice(ctx context.Context, asCli *mautrix.Client, st store.Matri
 // changes and one-time-key counts come regardless.
 const deviceSyncFilter = `{"room":{"rooms":[],"account_data":{"types":[]}},"presence":{"types":[]},"account_data":{"types":[]}}`
 
+// deviceSyncBackoff: the device's /sync after errors, 1 s doubling to 30 s.
+var deviceSyncBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second}
+
 // SyncDevice long-polls /sync as the machine's device (application-service
 // mode) and hands each answer to the olm machine (ProcessSync), until ctx
 // ends; it backs off (1 s doubling to 30 s) on errors.
@@ -391,7 +395,7 @@ func (m *Machine) SyncDevice(ctx context.Context) error {
 				break
 			}
 			failures++
-			wait := min(time.Second<<min(failures-1, 5), 30*time.Second)
+			wait := deviceSyncBackoff.Ceiling(failures)
 			m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
 			select {
 			case <-ctx.Done():
