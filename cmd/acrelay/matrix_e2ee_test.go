@@ -332,14 +332,38 @@ func TestServeEncryptedRoomAppservice(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := resp.RoomID
-	if status, m := httpJSON(t, "POST", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token, map[string]any{"room_id": room.String()}); status != 201 {
-		t.Fatalf("POST bindings: %d %v", status, m)
+	// The relay's user may still be only invited (the room's state not
+	// readable yet: the answer says so) or already joined through the
+	// homeserver's push (the room is encrypted).
+	status, m := httpJSON(t, "POST", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token, map[string]any{"room_id": room.String()})
+	e, _ := m["e2ee"].(map[string]any)
+	if detail, _ := e["detail"].(string); status != 201 || e["available"] != true ||
+		!(m["encrypted"] == nil && strings.HasPrefix(detail, matrix.DetailRoomUnknown+"; ") || m["encrypted"] == true && e["device_keys"] == true) {
+		t.Fatalf("POST bindings: %d %v, want 201 saying the room is encrypted or that it is not known yet", status, m)
 	}
+	bindingID, createdAt := m["binding_id"].(string), m["created_at"].(string)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, p.post(t, r.url, "appservice "+strconv.Itoa(i)))
 	}
 	alice.WaitRoom(t, room, asUser, p.pub(), ids)
+	// Joined and delivering: the room is encrypted and the relay takes
+	// part with the application service's own device; it is not
+	// cross-signed (an application service has no password to publish
+	// cross-signing keys with).
+	status, _, body := httpRaw(t, "GET", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token)
+	var got struct {
+		Bindings []matrix.BindingJSON `json:"bindings"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); status != 200 || err != nil || len(got.Bindings) != 1 || got.Bindings[0].E2EE == nil || got.Bindings[0].E2EE.DeviceID == "" {
+		t.Fatalf("GET bindings: %d %s", status, body)
+	}
+	want := `{"bindings":[{"binding_id":"` + bindingID + `","project_id":"` + p.id + `","room_id":"` + room.String() + `","created_at":"` + createdAt +
+		`","encrypted":true,"e2ee":{"available":true,"device_id":"` + got.Bindings[0].E2EE.DeviceID + `","device_keys":true,"lease_held":true,` +
+		`"cross_signed":false,"takes_part":true,"detail":"` + matrix.DetailNotCrossSigned + `"}}]}`
+	if strings.TrimSpace(body) != want {
+		t.Errorf("GET bindings:\n%s\nwant\n%s", body, want)
+	}
 	for i := range 10 {
 		ids = append(ids, p.post(t, r.url, "stream "+strconv.Itoa(i)))
 	}
