@@ -45,7 +45,9 @@ func TestDescribeBindingsDendrite(t *testing.T) {
 	}
 	room := resp.RoomID
 	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true, Leases: r.st,
-		Device: func(ctx context.Context) (id.UserID, id.DeviceID, error) { return e2ee.RelayDevice(ctx, r.cli, false, r.st) }}
+		Device: func(ctx context.Context) (id.UserID, id.DeviceID, error) {
+			return e2ee.RelayDevice(ctx, r.cli, false, r.st)
+		}}
 	bd, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()})
 	if err != nil {
 		t.Fatal(err)
