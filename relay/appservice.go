@@ -11,7 +11,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/internal/apierror"
 	"github.com/acrelay/acrelay/store"
@@ -23,6 +22,9 @@ import (
 type MatrixBinder interface {
 	Bind(ctx context.Context, projectID string, req matrix.BindRequest) (store.MatrixBinding, error)
 	Unbind(ctx context.Context, projectID, bindingID string) error
+	// Describe shows bindings with their rooms' end-to-end encryption
+	// and the relay's part in it; it never fails.
+	Describe(ctx context.Context, bs []store.MatrixBinding) []matrix.BindingJSON
 }
 
 var (
@@ -36,25 +38,10 @@ var (
 	errMatrixEncryption    = apierror.New(wire.CodeMatrixEncryptionUnavailable)
 )
 
-type matrixBindingJSON struct {
-	BindingID    string `json:"binding_id"`
-	ProjectID    string `json:"project_id"`
-	RepositoryID string `json:"repository_id,omitempty"`
-	RoomID       string `json:"room_id"`
-	CreatedAt    string `json:"created_at"`
-	// Encrypted: the room is end-to-end encrypted (said only when it is,
-	// and only when the binding is made).
-	Encrypted bool `json:"encrypted,omitempty"`
-}
-
-func matrixBindingOut(b store.MatrixBinding) matrixBindingJSON {
-	return matrixBindingJSON{BindingID: b.ID, ProjectID: b.ProjectID, RepositoryID: b.RepositoryID, RoomID: b.RoomID,
-		CreatedAt: correspondence.FormatTimestamp(b.CreatedAt), Encrypted: b.Encrypted}
-}
-
 // handleMatrixBind: POST /v1/admin/projects/{project_id}/matrix/bindings
-// {"room_id"? | "create": true, "invite"?: [...], "repository_id"?} → 201
-// {binding_id, project_id, repository_id?, room_id, created_at}.
+// {"room_id"? | "create": true, "invite"?: [...], "repository_id"?,
+// "encrypted"?} → 201 matrix.BindingJSON {binding_id, project_id,
+// repository_id?, room_id, created_at, encrypted?, e2ee?}.
 func (s *Server) handleMatrixBind(w http.ResponseWriter, r *http.Request) {
 	projectID := mux.Vars(r)["project_id"]
 	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
@@ -97,10 +84,13 @@ func (s *Server) handleMatrixBind(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusCreated, mediaJSON, matrixBindingOut(b))
+	s.writeJSON(w, r, http.StatusCreated, mediaJSON, s.cfg.Matrix.Describe(r.Context(), []store.MatrixBinding{b})[0])
 }
 
-// handleMatrixBindings: GET …/matrix/bindings → {"bindings": [...]}.
+// handleMatrixBindings: GET …/matrix/bindings → {"bindings": [...]} of
+// matrix.BindingJSON, the POST answer's shape: with Matrix configured,
+// each says whether its room is end-to-end encrypted and the relay's part
+// in it (e2ee); without, the bindings as stored.
 func (s *Server) handleMatrixBindings(w http.ResponseWriter, r *http.Request) {
 	projectID := mux.Vars(r)["project_id"]
 	if err := requireAdminOf(principalFrom(r.Context()), projectID); err != nil {
@@ -113,10 +103,14 @@ func (s *Server) handleMatrixBindings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Bindings []matrixBindingJSON `json:"bindings"`
-	}{Bindings: []matrixBindingJSON{}}
-	for _, b := range bs {
-		out.Bindings = append(out.Bindings, matrixBindingOut(b))
+		Bindings []matrix.BindingJSON `json:"bindings"`
+	}{Bindings: []matrix.BindingJSON{}}
+	if s.cfg.Matrix != nil {
+		out.Bindings = append(out.Bindings, s.cfg.Matrix.Describe(r.Context(), bs)...)
+	} else {
+		for _, b := range bs {
+			out.Bindings = append(out.Bindings, matrix.BindingOut(b))
+		}
 	}
 	s.writeJSON(w, r, http.StatusOK, mediaJSON, out)
 }

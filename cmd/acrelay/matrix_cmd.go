@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
@@ -60,16 +61,9 @@ func newMatrixCmd() *cobra.Command {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					// The running relay's device, not this process, encrypts:
 					// this binary only says whether one like it can.
-					b := &matrix.Binder{Store: st, CanEncrypt: e2ee.Built}
-					if create || mc.Homeserver != "" {
-						cli, _, err := mc.client(ctx)
-						if err != nil {
-							return nil, "", err
-						}
-						if cli == nil && create {
-							return nil, "", errors.New("--create needs --matrix-homeserver and credentials")
-						}
-						b.Client = cli
+					b, err := mc.binder(ctx, st, create)
+					if err != nil {
+						return nil, "", err
 					}
 					bd, err := b.Bind(ctx, projectID, matrix.BindRequest{RepositoryID: repositoryID, RoomID: room, Create: create, Invite: invite, Encrypted: encrypted})
 					if errors.Is(err, matrix.ErrEncryptionUnavailable) {
@@ -78,13 +72,8 @@ func newMatrixCmd() *cobra.Command {
 					if err != nil {
 						return nil, "", notFound(err, "project %s", projectID)
 					}
-					out := map[string]any{"binding_id": bd.ID, "project_id": bd.ProjectID, "repository_id": bd.RepositoryID, "room_id": bd.RoomID}
-					text := bd.ID + " " + bd.RoomID
-					if bd.Encrypted {
-						out["encrypted"] = true
-						text += " (end-to-end encrypted)"
-					}
-					return out, text, nil
+					out := b.Describe(ctx, []store.MatrixBinding{bd})[0]
+					return out, bindingLine(out), nil
 				})
 			},
 		}
@@ -120,31 +109,84 @@ func newMatrixCmd() *cobra.Command {
 	}
 	{
 		var l localCmd
+		var mc matrixConfig
 		var projectID string
 		c := &cobra.Command{
-			Use: "bindings", Short: "List a project's Matrix bindings", Args: cobra.NoArgs,
+			Use: "bindings", Short: "List a project's Matrix bindings (with the --matrix-* flags: whether each room is end-to-end encrypted and the relay takes part)",
+			Args: cobra.NoArgs,
+			Example: "  acrelay matrix bindings --data-dir ./data --project P\n" +
+				"  acrelay matrix bindings --data-dir ./data --project P --json --matrix-homeserver http://127.0.0.1:8008 --matrix-user-id @bot:example.org",
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return l.run(cmd, func(ctx context.Context, st store.Store) (any, string, error) {
 					bs, err := st.MatrixBindings(ctx, projectID)
 					if err != nil {
 						return nil, "", err
 					}
-					var lines []string
-					out := []map[string]string{}
-					for _, b := range bs {
-						lines = append(lines, b.ID+" "+b.RoomID+" "+b.RepositoryID)
-						out = append(out, map[string]string{"binding_id": b.ID, "room_id": b.RoomID, "repository_id": b.RepositoryID})
+					b, err := mc.binder(ctx, st, false)
+					if err != nil {
+						return nil, "", err
+					}
+					out := b.Describe(ctx, bs)
+					lines := make([]string, 0, len(out))
+					for _, o := range out {
+						lines = append(lines, bindingLine(o))
 					}
 					return out, strings.Join(lines, "\n"), nil
 				})
 			},
 		}
 		l.flags(c)
+		addMatrixFlags(c.Flags(), &mc)
 		c.Flags().StringVar(&projectID, "project", "", "project id")
 		root.AddCommand(c)
 	}
 	root.AddCommand(newMatrixDoctorCmd())
 	return root
+}
+
+// binder is a Binder on the local store for the binding commands: with
+// --matrix-homeserver (or needClient) it has the homeserver's client, so
+// it sees encrypted rooms and describes the relay's part in them (its
+// device, the lease over it in the store) as the running relay would.
+func (c *matrixConfig) binder(ctx context.Context, st store.Store, needClient bool) (*matrix.Binder, error) {
+	cs, canEncrypt := st.(store.MatrixCrypto)
+	b := &matrix.Binder{Store: st, CanEncrypt: e2ee.Built && canEncrypt, Leases: st}
+	if !needClient && c.Homeserver == "" {
+		return b, nil
+	}
+	cli, reg, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cli == nil {
+		return nil, errors.New("--create needs --matrix-homeserver and credentials")
+	}
+	b.Client = cli
+	if b.CanEncrypt {
+		b.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
+			return e2ee.RelayDevice(ctx, cli, reg != nil, cs)
+		}
+	}
+	return b, nil
+}
+
+// bindingLine is a binding in the commands' text output: binding id,
+// room id, repository id (when bound to one), and for an encrypted room
+// the relay's part in it.
+func bindingLine(b matrix.BindingJSON) string {
+	line := b.BindingID + " " + b.RoomID
+	if b.RepositoryID != "" {
+		line += " " + b.RepositoryID
+	}
+	switch {
+	case b.Encrypted && b.E2EE != nil:
+		line += " (end-to-end encrypted: " + b.E2EE.Detail + ")"
+	case b.Encrypted:
+		line += " (end-to-end encrypted)"
+	case b.E2EE != nil:
+		line += " (" + b.E2EE.Detail + ")"
+	}
+	return line
 }
 
 func randomToken() string {

@@ -120,6 +120,14 @@ func TestServeEncryptedRoomBotSQLite(t *testing.T) {
 	if status != 201 || m["encrypted"] != true {
 		t.Fatalf("POST bindings: %d %v, want 201 with encrypted true", status, m)
 	}
+	// The POST answer carries the relay's part in the room (cross-signing
+	// may still be under way: it runs in the background).
+	e, _ := m["e2ee"].(map[string]any)
+	if e["available"] != true || e["device_id"] != bot.DeviceID.String() || e["device_keys"] != true || e["lease_held"] != true || e["takes_part"] != true ||
+		e["detail"] != map[bool]string{true: matrix.DetailTakesPart, false: matrix.DetailNotCrossSigned}[e["cross_signed"] == true] {
+		t.Fatalf("POST bindings e2ee: %v", m["e2ee"])
+	}
+	bindingID, createdAt := m["binding_id"].(string), m["created_at"].(string)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, p.post(t, r.url, "before "+strconv.Itoa(i)))
@@ -161,6 +169,43 @@ func TestServeEncryptedRoomBotSQLite(t *testing.T) {
 	if status != 200 || !strings.Contains(body, `acrelay_matrix_undecryptable_total{reason="no_session"} 0`) ||
 		!strings.Contains(body, `acrelay_matrix_to_device_refused_total{reason="olm_not_for_this_device"} 0`) {
 		t.Errorf("/metrics: %d, no Matrix encryption counters", status)
+	}
+
+	// GET of the bindings and `acrelay matrix bindings` say, per room,
+	// that it is encrypted and the relay's part in it, in the POST
+	// answer's shape: the running relay holds the device's lease, the
+	// device is published and cross-signed.
+	binding := func(leaseHeld bool, detail string) string {
+		return `{"binding_id":"` + bindingID + `","project_id":"` + p.id + `","room_id":"` + room.String() + `","created_at":"` + createdAt +
+			`","encrypted":true,"e2ee":{"available":true,"device_id":"` + bot.DeviceID.String() + `","device_keys":true,"lease_held":` +
+			strconv.FormatBool(leaseHeld) + `,"cross_signed":true,"takes_part":` + strconv.FormatBool(leaseHeld) + `,"detail":"` + detail + `"}}`
+	}
+	status, _, body = httpRaw(t, "GET", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token)
+	if want := `{"bindings":[` + binding(true, matrix.DetailTakesPart) + `]}`; status != 200 || strings.TrimSpace(body) != want {
+		t.Errorf("GET bindings: %d\n%s\nwant\n%s", status, body, want)
+	}
+	cli := []string{"matrix", "bindings", "--data-dir", data, "--project", p.id, "--matrix-homeserver", hs.URL,
+		"--matrix-user-id", bot.UserID.String(), "--matrix-access-token", bot.AccessToken}
+	out, err := exec.Command(bin, append(cli, "--json")...).CombinedOutput()
+	if want := "[" + binding(true, matrix.DetailTakesPart) + "]\n"; err != nil || string(out) != want {
+		t.Errorf("matrix bindings --json: %v\n%s\nwant\n%s", err, out, want)
+	}
+	out, err = exec.Command(bin, cli...).CombinedOutput()
+	if want := bindingID + " " + room.String() + " (end-to-end encrypted: " + matrix.DetailTakesPart + ")\n"; err != nil || string(out) != want {
+		t.Errorf("matrix bindings: %v\n%q\nwant\n%q", err, out, want)
+	}
+	// Without the homeserver's flags: the bindings as stored.
+	out, err = exec.Command(bin, "matrix", "bindings", "--data-dir", data, "--project", p.id, "--json").CombinedOutput()
+	if want := `[{"binding_id":"` + bindingID + `","project_id":"` + p.id + `","room_id":"` + room.String() + `","created_at":"` + createdAt + "\"}]\n"; err != nil || string(out) != want {
+		t.Errorf("matrix bindings --json without --matrix-*: %v\n%s\nwant\n%s", err, out, want)
+	}
+	// The relay stopped (its lease released): no process drives the
+	// device, the relay does not take part.
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	_ = r.cmd.Wait()
+	out, err = exec.Command(bin, append(cli, "--json")...).CombinedOutput()
+	if want := "[" + binding(false, matrix.DetailLeaseFree) + "]\n"; err != nil || string(out) != want {
+		t.Errorf("matrix bindings --json, relay stopped: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
 
@@ -287,14 +332,38 @@ func TestServeEncryptedRoomAppservice(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := resp.RoomID
-	if status, m := httpJSON(t, "POST", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token, map[string]any{"room_id": room.String()}); status != 201 {
-		t.Fatalf("POST bindings: %d %v", status, m)
+	// The relay's user may still be only invited (the room's state not
+	// readable yet: the answer says so) or already joined through the
+	// homeserver's push (the room is encrypted).
+	status, m := httpJSON(t, "POST", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token, map[string]any{"room_id": room.String()})
+	e, _ := m["e2ee"].(map[string]any)
+	if detail, _ := e["detail"].(string); status != 201 || e["available"] != true ||
+		!(m["encrypted"] == nil && strings.HasPrefix(detail, matrix.DetailRoomUnknown+"; ") || m["encrypted"] == true && e["device_keys"] == true) {
+		t.Fatalf("POST bindings: %d %v, want 201 saying the room is encrypted or that it is not known yet", status, m)
 	}
+	bindingID, createdAt := m["binding_id"].(string), m["created_at"].(string)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, p.post(t, r.url, "appservice "+strconv.Itoa(i)))
 	}
 	alice.WaitRoom(t, room, asUser, p.pub(), ids)
+	// Joined and delivering: the room is encrypted and the relay takes
+	// part with the application service's own device; it is not
+	// cross-signed (an application service has no password to publish
+	// cross-signing keys with).
+	status, _, body := httpRaw(t, "GET", r.url+"/v1/admin/projects/"+p.id+"/matrix/bindings", p.token)
+	var got struct {
+		Bindings []matrix.BindingJSON `json:"bindings"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); status != 200 || err != nil || len(got.Bindings) != 1 || got.Bindings[0].E2EE == nil || got.Bindings[0].E2EE.DeviceID == "" {
+		t.Fatalf("GET bindings: %d %s", status, body)
+	}
+	want := `{"bindings":[{"binding_id":"` + bindingID + `","project_id":"` + p.id + `","room_id":"` + room.String() + `","created_at":"` + createdAt +
+		`","encrypted":true,"e2ee":{"available":true,"device_id":"` + got.Bindings[0].E2EE.DeviceID + `","device_keys":true,"lease_held":true,` +
+		`"cross_signed":false,"takes_part":true,"detail":"` + matrix.DetailNotCrossSigned + `"}}]}`
+	if strings.TrimSpace(body) != want {
+		t.Errorf("GET bindings:\n%s\nwant\n%s", body, want)
+	}
 	for i := range 10 {
 		ids = append(ids, p.post(t, r.url, "stream "+strconv.Itoa(i)))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/lease"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store"
@@ -162,8 +163,9 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 		}
 	}
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
-		OnRefused: func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
-		Password:  m.password,
+		OnRefused:       func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
+		Password:        m.password,
+		SessionReceived: m.inbox.KeyArrived,
 		PrintRecoveryKey: func(rk string) {
 			if m.out != nil {
 				fmt.Fprintf(m.out, "matrix cross-signing recovery key (shown once; kept in the database, backed up with it): %s\n", rk)
@@ -237,7 +239,12 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		// one driving the device decrypts, when answering.
 		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil}}
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st}}
+	if cstore != nil {
+		m.binder.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
+			return e2ee.RelayDevice(ctx, cli, reg != nil, cstore)
+		}
+	}
 	id := base.Identity
 	if id == nil {
 		id = &lease.Identity{ID: base.Holder}
@@ -245,7 +252,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 	m.inboxJob = lease.NewSingle(st, lease.Options{Name: "matrix-inbox", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	m.syncJob = lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: id, TTL: base.LeaseTTL, Logger: log})
 	if cstore != nil {
-		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: "matrix-crypto", Holder: id, TTL: base.LeaseTTL, Logger: log})
+		m.cryptoJob = lease.NewSingle(st, lease.Options{Name: matrix.CryptoLease, Holder: id, TTL: base.LeaseTTL, Logger: log})
 		if c.PasswordFile != "" {
 			b, err := os.ReadFile(c.PasswordFile)
 			if err != nil {
@@ -336,7 +343,7 @@ func (m *matrixServices) ping(ctx context.Context) {
 			m.log.Info("matrix appservice ping: the homeserver does not support it", "err", err)
 			return
 		}
-		wait := min(time.Second<<min(n-1, 6), time.Minute)
+		wait := backoff.Policy{Initial: time.Second, Max: time.Minute}.Ceiling(n)
 		m.log.Warn("matrix appservice ping failed", "attempts", n, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():

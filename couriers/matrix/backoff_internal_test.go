@@ -8,24 +8,42 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix"
+
+	"github.com/acrelay/acrelay/internal/backoff"
 )
 
-// TestBackoffJitter: the n-th wait is drawn from the upper half of
-// min(initial·2^(n-1), max), and draws differ (jitter: clients that failed
-// together do not retry together).
-func TestBackoffJitter(t *testing.T) {
-	for n, d := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 7: time.Minute, 30: time.Minute} {
-		seen := map[time.Duration]bool{}
-		for range 200 {
-			w := backoff(n, time.Second, time.Minute)
-			if w < d/2 || w > d {
-				t.Fatalf("backoff(%d) = %v, want within [%v, %v]", n, w, d/2, d)
+// TestRetryWait: a failed submission waits retryBackoff's n-th wait
+// (equal jitter: [c/2, c] of c = min(1 s·2^(n-1), 10 min)), at least
+// what a 429 asked; an undecryptable one waits KeyRetry's (default 1 s
+// doubling to 30 s), whatever a 429 said.
+func TestRetryWait(t *testing.T) {
+	throttled := fmt.Errorf("%w: send: %w", errReply, mautrix.HTTPError{Response: &http.Response{StatusCode: 429},
+		RespError: &mautrix.RespError{ErrCode: "M_LIMIT_EXCEEDED", ExtraData: map[string]any{"retry_after_ms": float64(90000)}}})
+	undecryptable := fmt.Errorf("no_session: %w: no session", ErrUndecryptable)
+	long := backoff.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute}
+	for _, tc := range []struct {
+		name     string
+		keyRetry backoff.Policy
+		attempts int
+		err      error
+		low, top time.Duration
+	}{
+		{"first failure", backoff.Policy{}, 1, errors.New("store unavailable"), 500 * time.Millisecond, time.Second},
+		{"third failure", backoff.Policy{}, 3, errors.New("store unavailable"), 2 * time.Second, 4 * time.Second},
+		{"tenth failure: capped at 10 min", backoff.Policy{}, 30, errors.New("store unavailable"), 5 * time.Minute, 10 * time.Minute},
+		{"a 429 asking 90 s", backoff.Policy{}, 1, throttled, 90 * time.Second, 90 * time.Second},
+		{"undecryptable, first", backoff.Policy{}, 1, undecryptable, 500 * time.Millisecond, time.Second},
+		{"undecryptable, capped at 30 s", backoff.Policy{}, 12, undecryptable, 15 * time.Second, 30 * time.Second},
+		{"undecryptable, KeyRetry set", long, 1, undecryptable, 5 * time.Minute, 10 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &Inbox{KeyRetry: tc.keyRetry}
+			for range 200 {
+				if w := in.retryWait(tc.attempts, tc.err); w < tc.low || w > tc.top {
+					t.Fatalf("retryWait(%d) = %v, want within [%v, %v]", tc.attempts, w, tc.low, tc.top)
+				}
 			}
-			seen[w] = true
-		}
-		if len(seen) < 100 {
-			t.Errorf("backoff(%d): %d distinct waits in 200 draws, want jitter", n, len(seen))
-		}
+		})
 	}
 }
 

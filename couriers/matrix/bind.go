@@ -54,6 +54,13 @@ type Binder struct {
 	// in bot mode); false: an encrypted room is refused
 	// (ErrEncryptionUnavailable) instead of bound.
 	CanEncrypt bool
+	// Device, when set, names the relay's Matrix device (its user and
+	// device id; "" while it has none) for Describe: the bot's access
+	// token's, or the application service's stored one.
+	Device func(ctx context.Context) (id.UserID, id.DeviceID, error)
+	// Leases, when set, reads the lease over the device (CryptoLease)
+	// for Describe.
+	Leases LeaseReader
 }
 
 // ValidateRoomID checks a room id with gomatrixserverlib's spec.NewRoomID.

@@ -19,6 +19,7 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -90,12 +91,26 @@ func (e *env) submit(raw []byte) id.EventID {
 	return resp.EventID
 }
 
+// answered waits until the inbox stored each of mids as answered
+// (final, replied): its reply is in the room then, and no other can
+// follow (a final submission is never answered again).
+func (e *env) answered(within time.Duration, mids ...id.EventID) {
+	e.t.Helper()
+	waitFor(e.t, within, "the submissions answered", func() bool {
+		for _, mid := range mids {
+			if q, err := e.st.MatrixSubmission(ctx, mid.String()); err != nil || q.Final != store.MatrixSubmissionReplied {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // oneReply waits for exactly one reply to mid and returns it.
 func (e *env) oneReply(mid id.EventID) matrix.Outcome {
 	e.t.Helper()
 	var got []matrix.Outcome
-	waitFor(e.t, 20*time.Second, "a reply to "+mid.String(), func() bool { got = e.replies()[mid]; return len(got) > 0 })
-	time.Sleep(500 * time.Millisecond) // a second reply would come right after the first
+	e.answered(20*time.Second, mid)
 	if got = e.replies()[mid]; len(got) != 1 {
 		e.t.Fatalf("%d replies to %s, want 1", len(got), mid)
 	}

@@ -294,19 +294,28 @@ func short(ids []string) []string {
 
 func (e *env) caughtUp() {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	head, _, _ := e.st.Head(ctx, e.signer.ProjectID)
-	for {
+	waitFor(e.t, 20*time.Second, fmt.Sprintf("courier caught up to %d", head), func() bool {
 		bs, _ := e.st.MatrixBindings(ctx, e.signer.ProjectID)
 		ts, _ := e.st.TargetStates(ctx, matrix.Name, e.signer.ProjectID)
-		if len(bs) == 1 && len(ts) == 1 && ts[0].ReceivedSeq == head {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("courier not caught up to %d: %+v", head, ts)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(bs) == 1 && len(ts) == 1 && ts[0].ReceivedSeq == head
+	})
+}
+
+// cursor is the courier's cursor in the one bound room (0 before any).
+func (e *env) cursor() int64 {
+	ts, _ := e.st.TargetStates(ctx, matrix.Name, e.signer.ProjectID)
+	if len(ts) != 1 {
+		return 0
 	}
+	return ts[0].ReceivedSeq
+}
+
+// delivering waits until the courier has delivered past from: the
+// stream is under way (mid-stream, unless it was quick to finish).
+func (e *env) delivering(from int64) {
+	e.t.Helper()
+	waitFor(e.t, 20*time.Second, "the courier delivering", func() bool { return e.cursor() > from })
 }
 
 // TestMatrixCourierDendrite: records reach a real Dendrite room exactly
@@ -321,16 +330,18 @@ func TestMatrixCourierDendrite(t *testing.T) {
 	e.caughtUp()
 
 	t.Run("relay killed mid-stream", func(t *testing.T) {
+		from := e.cursor()
 		ids = append(ids, e.appendN(20)...)
-		time.Sleep(150 * time.Millisecond)
+		e.delivering(from)
 		e.stopRelay()
 		e.startRelay(e.st)
 		e.verifyRoom(ids, 30*time.Second)
 		e.caughtUp()
 	})
 	t.Run("dendrite restarted mid-stream", func(t *testing.T) {
+		from := e.cursor()
 		ids = append(ids, e.appendN(20)...)
-		time.Sleep(150 * time.Millisecond)
+		e.delivering(from)
 		e.hs.Restart()
 		e.verifyRoom(ids, 40*time.Second)
 		e.caughtUp()

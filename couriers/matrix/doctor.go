@@ -249,24 +249,14 @@ func CheckDeviceKeys(ctx context.Context, cli *mautrix.Client) Finding {
 		return f
 	}
 	f.Subject = cli.UserID.String() + " " + who.DeviceID.String()
-	resp, err := cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: map[id.UserID]mautrix.DeviceIDList{cli.UserID: {who.DeviceID}}})
+	published, signed, err := deviceKeys(ctx, cli, cli.UserID, who.DeviceID)
 	if err != nil {
 		f.Status, f.Detail = StatusWarn, "cannot query the device's keys ("+shortError(err)+")"
 		return f
 	}
-	dev, ok := resp.DeviceKeys[cli.UserID][who.DeviceID]
-	if !ok || len(dev.Keys) == 0 {
+	if !published {
 		f.Status, f.Detail = StatusWarn, "the relay's device has published no keys yet (`acrelay serve` does so within seconds of its start): members' clients cannot share room keys with it"
 		return f
-	}
-	ssk, ok := resp.SelfSigningKeys[cli.UserID]
-	signed := false
-	if ok {
-		for kid := range ssk.Keys {
-			if _, s := dev.Signatures[cli.UserID][kid]; s {
-				signed = true
-			}
-		}
 	}
 	if !signed {
 		f.Status, f.Detail = StatusWarn, "device keys published; the device is not cross-signed: clients that exclude unverified devices (Element's MSC4153 setting) send it no room keys"

@@ -45,7 +45,12 @@ func TestEncryptedRoomRefusedWithoutCrypto(t *testing.T) {
 	waitFor(t, 20*time.Second, "the runner reports the refusal", func() bool {
 		return strings.Contains(e.runner.Status().LastError, "end-to-end encrypted")
 	})
-	time.Sleep(time.Second)
+	// Three refused deliveries in a row stored: the courier retried, and
+	// still sent nothing.
+	waitFor(t, 20*time.Second, "three refused deliveries", func() bool {
+		ts, _ := e.st.TargetStates(ctx, matrix.Name, e.signer.ProjectID)
+		return len(ts) == 1 && ts[0].Failures >= 3 && strings.Contains(ts[0].LastError, "end-to-end encrypted")
+	})
 	for _, ev := range e.roomEvents() {
 		if ev.StateKey == nil && (ev.Type.Type == matrix.EventTypeRecord || ev.Type == event.EventMessage || ev.Type == event.EventEncrypted) {
 			t.Fatalf("the relay sent %s into the encrypted room", ev.Type.Type)

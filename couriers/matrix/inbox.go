@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/wire"
 )
@@ -88,12 +88,19 @@ type Inbox struct {
 	// OnUndecryptable, when set, is told each time a submission cannot be
 	// decrypted (reason: a short, stable phrase) — the relay's metric.
 	OnUndecryptable func(reason string)
+	// KeyRetry is the backoff between attempts to decrypt a queued
+	// m.room.encrypted event whose room key has not come (default 1 s
+	// doubling to 30 s, equal jitter). It is the fallback: the key's
+	// arrival (KeyArrived, told by the olm machine) makes the event's
+	// next attempt due at once.
+	KeyRetry backoff.Policy
 
 	rooms   rooms
 	errs    logOnce
 	once    sync.Once
 	wake    chan struct{}
 	started time.Time
+	keys    keyWaits
 }
 
 // Inbox timing: a claim holds a submission for claimHold, longer than one
@@ -105,8 +112,18 @@ const (
 	retryMax        = 10 * time.Minute
 	defaultAttempts = 10
 	// undecryptableRetryMax bounds the wait between attempts to decrypt
-	// a queued m.room.encrypted event.
+	// a queued m.room.encrypted event (KeyRetry's default).
 	undecryptableRetryMax = 30 * time.Second
+)
+
+// The inbox's backoffs (internal/backoff, equal jitter): a submission's
+// attempts (1 s doubling to retryMax), the bot's /sync after errors (1 s
+// doubling to 1 min), and, by default, a queued m.room.encrypted event
+// waiting for its room key (KeyRetry).
+var (
+	retryBackoff    = backoff.Policy{Initial: time.Second, Max: retryMax}
+	syncBackoff     = backoff.Policy{Initial: time.Second, Max: time.Minute}
+	keyRetryDefault = backoff.Policy{Initial: time.Second, Max: undecryptableRetryMax}
 )
 
 func (in *Inbox) init() {
@@ -239,7 +256,7 @@ func (in *Inbox) Sync(ctx context.Context) error {
 			break
 		}
 		failures++
-		wait := backoff(failures, time.Second, time.Minute)
+		wait := syncBackoff.Equal(failures)
 		if ra := RetryAfter(err); ra > wait {
 			wait = ra
 		}
@@ -364,17 +381,6 @@ func SyncFilter(self id.UserID) string {
 	return string(b)
 }
 
-// backoff is the n-th wait (n ≥ 1): exponential from initial up to max,
-// drawn from its upper half.
-func backoff(n int, initial, max time.Duration) time.Duration {
-	d := initial
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	d = min(d, max)
-	return d/2 + rand.N(d/2+1)
-}
-
 // Run answers queued submissions until ctx ends: it claims the due ones
 // (store.Matrix.ClaimMatrixSubmissions), appends each through ingest for
 // its room's project and answers it with exactly one m.notice reply,
@@ -414,6 +420,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 
 // attempt answers one claimed submission and stores what became of it.
 func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
+	began := time.Now()
 	actx, cancel := context.WithTimeout(ctx, answerTimeout)
 	err := in.answer(actx, s)
 	cancel()
@@ -453,15 +460,32 @@ func (in *Inbox) attempt(ctx context.Context, s store.MatrixSubmission) {
 		log.Warn("matrix submission given up: no reply could be sent", "err", err)
 		return
 	}
-	wait := max(backoff(s.Attempts, time.Second, retryMax), RetryAfter(err))
-	if errors.Is(err, ErrUndecryptable) {
-		// Its key may arrive any moment (a key request is out).
-		wait = backoff(s.Attempts, time.Second, undecryptableRetryMax)
-	}
+	undecryptable := errors.Is(err, ErrUndecryptable)
+	wait := in.retryWait(s.Attempts, err)
 	if rerr := in.Store.RetryMatrixSubmission(ctx, s.MatrixEventID, wait, reason); rerr != nil {
 		log.Warn("store matrix submission retry", "err", rerr)
+		return
 	}
 	log.Warn("answer matrix submission", "retry_in", wait, "err", err)
+	if undecryptable {
+		// Its key may arrive any moment (a key request is out): then it
+		// is tried again at once, not after wait.
+		in.awaitKey(ctx, s, began)
+	}
+}
+
+// retryWait is the wait before a failed submission's next attempt
+// (attempts so far ≥ 1): retryBackoff, at least what a 429 asked; for an
+// event whose room key has not come, KeyRetry.
+func (in *Inbox) retryWait(attempts int, err error) time.Duration {
+	if errors.Is(err, ErrUndecryptable) {
+		p := in.KeyRetry
+		if p == (backoff.Policy{}) {
+			p = keyRetryDefault
+		}
+		return p.Equal(attempts)
+	}
+	return max(retryBackoff.Equal(attempts), RetryAfter(err))
 }
 
 // refused reports the homeserver refusing the reply path (sending the

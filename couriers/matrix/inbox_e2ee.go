@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -161,3 +164,101 @@ var (
 // (every 30 s at most: about an hour) before it is given up, its reason
 // stored.
 const undecryptableAttempts = 120
+
+// keyWaits are the queued m.room.encrypted events waiting for their room
+// key, by megolm session, and the sessions whose key came lately; both
+// only in this process (the one driving the relay's device): after a
+// restart the events are found again at their next attempt.
+type keyWaits struct {
+	mu      sync.Mutex
+	waiting map[id.SessionID][]string  // session → Matrix event ids
+	came    map[id.SessionID]time.Time // session → when its key came
+}
+
+// keyWaitMax bounds the events keyWaits remembers (beyond it they wait
+// for KeyRetry alone); keyCameFor is how long a key's arrival is
+// remembered for an attempt under way when it came.
+const (
+	keyWaitMax = 10000
+	keyCameFor = 5 * time.Minute
+)
+
+// sessionOf is the megolm session of a queued m.room.encrypted event
+// ("" for a plain submission).
+func sessionOf(s store.MatrixSubmission) id.SessionID {
+	ev := queuedEncrypted(s)
+	if ev == nil {
+		return ""
+	}
+	var c struct {
+		SessionID id.SessionID `json:"session_id"`
+	}
+	_ = json.Unmarshal(ev.Content.VeryRaw, &c)
+	return c.SessionID
+}
+
+// awaitKey remembers that s, tried at began and not decrypted, waits for
+// its session's key; when the key came meanwhile, s is made due at once.
+func (in *Inbox) awaitKey(ctx context.Context, s store.MatrixSubmission, began time.Time) {
+	sid := sessionOf(s)
+	if sid == "" {
+		return
+	}
+	k := &in.keys
+	k.mu.Lock()
+	came, ok := k.came[sid]
+	arrived := ok && !came.Before(began)
+	if !arrived {
+		if k.waiting == nil || len(k.waiting) >= keyWaitMax {
+			k.waiting = map[id.SessionID][]string{}
+		}
+		if ids := k.waiting[sid]; len(ids) < keyWaitMax && !slices.Contains(ids, s.MatrixEventID) {
+			k.waiting[sid] = append(ids, s.MatrixEventID)
+		}
+	}
+	k.mu.Unlock()
+	if arrived {
+		in.retryNow(ctx, []string{s.MatrixEventID})
+	}
+}
+
+// KeyArrived is told by the relay device's olm machine that it stored the
+// room key of megolm session in room (mautrix's OlmMachine.SessionReceived:
+// a room key, a forwarded one answering the relay's key request, an
+// import): the queued events of that session are made due at once and Run
+// is woken, instead of waiting for KeyRetry. Safe for concurrent use; it
+// does not block on the homeserver.
+func (in *Inbox) KeyArrived(ctx context.Context, room id.RoomID, session id.SessionID) {
+	in.init()
+	now := time.Now()
+	k := &in.keys
+	k.mu.Lock()
+	if k.came == nil {
+		k.came = map[id.SessionID]time.Time{}
+	}
+	for sid, at := range k.came {
+		if now.Sub(at) > keyCameFor {
+			delete(k.came, sid)
+		}
+	}
+	if len(k.came) < keyWaitMax {
+		k.came[session] = now
+	}
+	ids := k.waiting[session]
+	delete(k.waiting, session)
+	k.mu.Unlock()
+	if len(ids) > 0 {
+		in.logger().Info("room key arrived: decrypting the submissions that waited for it", "room_id", room, "session_id", session, "count", len(ids))
+		in.retryNow(ctx, ids)
+	}
+}
+
+// retryNow makes the pending submissions ids due now and wakes Run.
+func (in *Inbox) retryNow(ctx context.Context, ids []string) {
+	for _, mid := range ids {
+		if err := in.Store.RetryMatrixSubmission(ctx, mid, 0, "room key arrived; decrypting again"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			in.logger().Warn("matrix submission not made due on its room key's arrival (it is retried on its timer)", "matrix_event_id", mid, "err", err)
+		}
+	}
+	in.poke()
+}

@@ -141,13 +141,7 @@ func TestMatrixBotLimitedTimeline(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(missing()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if m := missing(); len(m) > 0 {
-		t.Fatalf("%d of %d submissions never queued (first %s)", len(m), len(sent), m[0])
-	}
+	waitFor(t, 30*time.Second, "every submission queued", func() bool { return len(missing()) == 0 })
 	for i, mid := range []id.EventID{sent[0], sent[149]} {
 		got, err := e.st.MatrixSubmission(ctx, mid.String())
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -69,17 +70,12 @@ func TestMatrixSubmissionsDendrite(t *testing.T) {
 		}
 		sent[i] = resp.EventID
 	}
-	waitReplies := func() map[id.EventID][]matrix.Outcome {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			r := e.replies()
-			if len(r) >= len(sent) || time.Now().After(deadline) {
-				return r
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+	e.answered(20*time.Second, sent...)
+	r := e.replies()
+	before := map[id.EventID]store.MatrixSubmission{}
+	for _, mid := range sent {
+		before[mid], _ = e.st.MatrixSubmission(ctx, mid.String())
 	}
-	r := waitReplies()
 	var seq string
 	for i, tc := range cases {
 		got := r[sent[i]]
@@ -131,10 +127,16 @@ func TestMatrixSubmissionsDendrite(t *testing.T) {
 			t.Errorf("transaction with token %q: %d, want %d", tok[:3], resp.StatusCode, want)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	// The replay queued nothing: every submission is still final with its
+	// one reply, and a final submission is never answered again.
 	for i, tc := range cases {
-		if got := e.replies()[sent[i]]; len(got) != 1 {
-			t.Errorf("%s after restart and replay: %d replies, want 1", tc.name, len(got))
+		q, err := e.st.MatrixSubmission(ctx, sent[i].String())
+		if b := before[sent[i]]; err != nil || q.Final != store.MatrixSubmissionReplied || q.Attempts != b.Attempts || q.ReplyEventID != b.ReplyEventID {
+			t.Errorf("%s after restart and replay: %v, final %q after %d attempts, reply %s; want as before: replied after %d, reply %s",
+				tc.name, err, q.Final, q.Attempts, q.ReplyEventID, b.Attempts, b.ReplyEventID)
+		}
+		if got := e.replies()[sent[i]]; len(got) != 1 || got[0] != r[sent[i]][0] {
+			t.Errorf("%s after restart and replay: replies %+v, want the one %+v", tc.name, got, r[sent[i]])
 		}
 	}
 }

@@ -170,7 +170,7 @@ func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
 		s = alice.Read(t, room, asUser, signer.Pub)
 		return len(s.Replies[sub.EventID]) > 0
 	})
-	time.Sleep(time.Second)
+	waitAnswered(t, st, sub.EventID)
 	s = alice.Read(t, room, asUser, signer.Pub)
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
 		t.Fatalf("replies %+v, want exactly one accepting it", got)

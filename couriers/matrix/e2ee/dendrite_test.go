@@ -28,6 +28,7 @@ import (
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/internal/dendritetest"
 	"github.com/acrelay/acrelay/internal/matrixtest"
 	"github.com/acrelay/acrelay/internal/pgtest"
@@ -64,12 +65,20 @@ type relayEnv struct {
 	printed  []string
 	pmu      sync.Mutex
 	refused  sync.Map // to-device reason → count
+	// keyRetry is the inbox's fallback backoff for undecryptable
+	// submissions (zero: the default).
+	keyRetry backoff.Policy
 }
 
 func (r *relayEnv) start() {
 	r.t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log, Password: r.password,
+	in := &matrix.Inbox{Store: r.st, Ingest: ingest.New(r.st, ingest.Options{}), Client: r.cli, Logger: log, KeyRetry: r.keyRetry,
+		OnUndecryptable: func(reason string) {
+			v, _ := r.undec.LoadOrStore(reason, new(int))
+			*(v.(*int))++
+		}}
+	cr, err := e2ee.Open(ctx, e2ee.Options{Client: r.cli, Store: r.st, Logger: log, Password: r.password, SessionReceived: in.KeyArrived,
 		PrintRecoveryKey: func(rk string) { r.pmu.Lock(); r.printed = append(r.printed, rk); r.pmu.Unlock() },
 		OnRefused: func(reason string, n int) {
 			v, _ := r.refused.LoadOrStore(reason, new(atomic.Int64))
@@ -85,11 +94,7 @@ func (r *relayEnv) start() {
 	c := &matrix.Courier{Store: r.st, Client: r.cli, PublicURL: "http://relay.test", Host: "hs", Crypto: cr, Logger: log}
 	r.runner = couriers.NewRunner(r.st, c, couriers.Options{Holder: "relay-" + hex.EncodeToString([]byte(time.Now().String()))[:8], LeaseTTL: 15 * time.Second, // a send may take 3/4 of it: a loaded machine encrypts and sends slowly
 		Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 20 * time.Second, Batch: 5, Refresh: time.Second})
-	in := &matrix.Inbox{Store: r.st, Ingest: ingest.New(r.st, ingest.Options{}), Client: r.cli, Crypto: cr, Logger: log,
-		OnUndecryptable: func(reason string) {
-			v, _ := r.undec.LoadOrStore(reason, new(int))
-			*(v.(*int))++
-		}}
+	in.Crypto = cr
 	rctx, cancel := context.WithCancel(ctx)
 	r.stop, r.done = cancel, make(chan struct{})
 	var wg sync.WaitGroup
@@ -233,7 +238,7 @@ func testEncryptedRoomBot(t *testing.T, engine string) {
 		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 		return len(s.Replies[sub.EventID]) > 0
 	})
-	time.Sleep(time.Second) // a second reply would come right after the first
+	waitAnswered(t, r.st, sub.EventID)
 	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK || got[0].EventID == "" {
 		t.Fatalf("replies to the submission: %+v, want exactly one accepting it", got)
@@ -264,6 +269,17 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// waitAnswered waits until the inbox stored mid as answered (final,
+// replied): its one reply is in the room, and no other can follow (a
+// final submission is never answered again).
+func waitAnswered(t *testing.T, st store.Matrix, mid id.EventID) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the submission stored as answered", func() bool {
+		q, err := st.MatrixSubmission(ctx, mid.String())
+		return err == nil && q.Final == store.MatrixSubmissionReplied
+	})
 }
 
 // encryptedRoom: alice creates a room the way Element does and invites
@@ -302,30 +318,34 @@ func (r *relayEnv) count(reason string) int {
 // device of the relay) is not lost: it is stored with its reason
 // (no_session), counted, answered in the room with an encrypted notice
 // saying it could not be read, and the relay asks for its key; once
-// alice's client answers the key request, it is decrypted, appended and
-// answered exactly once.
+// alice's client answers the key request, the key's arrival wakes its
+// retry at once — the fallback timer is set to 10 minutes here, so only
+// the wake-up can answer it within the test's minute — and it is
+// decrypted, appended and answered exactly once.
 func TestUndecryptableSubmissionDendrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Dendrite; skipped with -short")
 	}
 	r := newRelay(t, "sqlite")
+	r.keyRetry = backoff.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute} // next attempt 5 to 10 min after a failure
 	alice := matrixtest.NewMember(t, r.hs, "alice")
 	room := encryptedRoom(t, r, alice, true)
 	b := &matrix.Binder{Store: r.st, Client: r.cli, CanEncrypt: true}
 	if _, err := b.Bind(ctx, r.signer.ProjectID, matrix.BindRequest{RoomID: room.String()}); err != nil {
 		t.Fatal(err)
 	}
-	// Alice's client answers no key request until told to (as Element
-	// answers only devices it shared the session with).
-	var allow sync.Mutex
-	allowed := false
+	// Alice's client holds the relay's key request until told to share
+	// (as a user confirms a share), and answers it then; mautrix handles
+	// each key request on a goroutine of its own.
+	share := make(chan struct{})
+	var shareOnce sync.Once
+	release := func() { shareOnce.Do(func() { close(share) }) }
+	t.Cleanup(release)
 	mach := alice.Mach
 	deflt := mach.AllowKeyShare
 	mach.AllowKeyShare = func(ctx context.Context, d *id.Device, info event.RequestedKeyInfo) *crypto.KeyShareRejection {
-		allow.Lock()
-		ok := allowed
-		allow.Unlock()
-		if ok && d.UserID == r.cli.UserID {
+		if d.UserID == r.cli.UserID {
+			<-share
 			return nil
 		}
 		return deflt(ctx, d, info)
@@ -348,25 +368,27 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 	if r.count(matrix.ReasonNoSession) == 0 {
 		t.Fatal("the undecryptable submission was not counted")
 	}
-	q, err := r.st.MatrixSubmission(ctx, sub.EventID.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q.Final != "" || !strings.Contains(q.LastError, matrix.ReasonNoSession) {
-		t.Fatalf("stored submission: final %q, last_error %q; want pending with reason %s", q.Final, q.LastError, matrix.ReasonNoSession)
+	var q store.MatrixSubmission
+	waitFor(t, 10*time.Second, "the failed attempt stored with its retry", func() bool {
+		q, err = r.st.MatrixSubmission(ctx, sub.EventID.String())
+		return err == nil && strings.Contains(q.LastError, matrix.ReasonNoSession)
+	})
+	if q.Final != "" || q.Attempts != 1 || time.Until(q.NextAttemptAt) < 4*time.Minute {
+		t.Fatalf("stored submission: final %q, attempts %d, next attempt in %v, last_error %q; want pending, 1 attempt, next in 5 to 10 min, reason %s",
+			q.Final, q.Attempts, time.Until(q.NextAttemptAt).Round(time.Second), q.LastError, matrix.ReasonNoSession)
 	}
 	if head, _, _ := r.st.Head(ctx, r.signer.ProjectID); head != 0 {
 		t.Fatalf("head %d before the key arrived", head)
 	}
 
-	allow.Lock()
-	allowed = true
-	allow.Unlock()
-	waitFor(t, 90*time.Second, "the submission decrypted and answered", func() bool {
+	shared := time.Now()
+	release()
+	waitFor(t, 60*time.Second, "the submission decrypted and answered", func() bool {
 		s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 		return len(s.Replies[sub.EventID]) > 0
 	})
-	time.Sleep(time.Second)
+	t.Logf("answered %v after alice shared the key (fallback timer: 5 to 10 min)", time.Since(shared).Round(100*time.Millisecond))
+	waitAnswered(t, r.st, sub.EventID)
 	s = alice.Read(t, room, r.cli.UserID, r.signer.Pub)
 	if got := s.Replies[sub.EventID]; len(got) != 1 || !got[0].OK {
 		t.Fatalf("replies %+v, want exactly one accepting it", got)
@@ -375,6 +397,9 @@ func TestUndecryptableSubmissionDendrite(t *testing.T) {
 		t.Fatalf("%d plaintext events from the relay", s.Plaintext)
 	}
 	alice.WaitRoom(t, room, r.cli.UserID, r.signer.Pub, []string{s.Replies[sub.EventID][0].EventID})
+	if q, err = r.st.MatrixSubmission(ctx, sub.EventID.String()); err != nil || q.Attempts != 2 || q.Final != store.MatrixSubmissionReplied {
+		t.Fatalf("stored submission: %v, attempts %d, final %q; want replied at the second attempt", err, q.Attempts, q.Final)
+	}
 }
 
 // TestBadEncryptedInputDendrite: a malformed m.room.encrypted event and a

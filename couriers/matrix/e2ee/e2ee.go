@@ -27,6 +27,7 @@ import (
 	"maunium.net/go/mautrix/sqlstatestore"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
+	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/store"
 )
 
@@ -66,6 +67,11 @@ type Options struct {
 	// tokens); it is also kept in the store (store.MatrixRecoveryKey) and
 	// never logged.
 	PrintRecoveryKey func(recoveryKey string)
+	// SessionReceived, when set, is told each megolm session whose room
+	// key the machine stored (mautrix's OlmMachine.SessionReceived): the
+	// inbox's KeyArrived, which retries at once the submissions that
+	// waited for it. It must not block for long (it runs in the sync).
+	SessionReceived func(ctx context.Context, room id.RoomID, session id.SessionID)
 }
 
 // Machine is the relay device's olm machine (matrix.Crypto). Open returns
@@ -296,6 +302,9 @@ func (m *Machine) setup(ctx context.Context, st store.MatrixCrypto) error {
 		return fmt.Errorf("state store upgrade: %w", err)
 	}
 	m.mach = crypto.NewOlmMachine(m.cli, &zl, m.cstore, m.ss)
+	if f := m.opt.SessionReceived; f != nil {
+		m.mach.SessionReceived = func(ctx context.Context, room id.RoomID, session id.SessionID, _ uint32) { f(ctx, room, session) }
+	}
 	if err := m.mach.Load(ctx); err != nil {
 		return fmt.Errorf("load olm account: %w", err)
 	}
@@ -368,6 +377,9 @@ func AppserviceDevice(ctx context.Context, asCli *mautrix.Client, st store.Matri
 // changes and one-time-key counts come regardless.
 const deviceSyncFilter = `{"room":{"rooms":[],"account_data":{"types":[]}},"presence":{"types":[]},"account_data":{"types":[]}}`
 
+// deviceSyncBackoff: the device's /sync after errors, 1 s doubling to 30 s.
+var deviceSyncBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Second}
+
 // SyncDevice long-polls /sync as the machine's device (application-service
 // mode) and hands each answer to the olm machine (ProcessSync), until ctx
 // ends; it backs off (1 s doubling to 30 s) on errors.
@@ -383,7 +395,7 @@ func (m *Machine) SyncDevice(ctx context.Context) error {
 				break
 			}
 			failures++
-			wait := min(time.Second<<min(failures-1, 5), 30*time.Second)
+			wait := deviceSyncBackoff.Ceiling(failures)
 			m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
 			select {
 			case <-ctx.Done():

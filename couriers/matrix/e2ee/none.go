@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/store"
@@ -24,6 +25,7 @@ type Options struct {
 	// Password and PrintRecoveryKey: see the goolm build.
 	Password         string
 	PrintRecoveryKey func(recoveryKey string)
+	SessionReceived  func(ctx context.Context, room id.RoomID, session id.SessionID)
 }
 
 // AppserviceDevice returns ErrNotBuilt (see the goolm build).
