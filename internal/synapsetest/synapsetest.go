@@ -116,7 +116,13 @@ func Start(t testing.TB, opt hstest.Options) *Server {
 		t.Fatal(err)
 	}
 	s.t = t
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() { // Synapse's warnings and errors (its 500s come with a traceback)
+			l := s.Log()
+			t.Logf("Synapse's log (last 8000 bytes):\n%s", l[max(0, len(l)-8000):])
+		}
+	})
 	return s
 }
 
@@ -152,7 +158,13 @@ func Launch(root, dir string, opt hstest.Options) (*Server, error) {
 		as = "app_service_config_files: [" + mountPoint + "/appservice.yaml]\n"
 	}
 	// Rate limits out of the way (the tests send bursts from one user);
-	// no federation in or out, no key servers, no phoning home.
+	// no federation in or out, no key servers, no phoning home. The two
+	// experimental features push an application service's to-device
+	// traffic, device-list changes and one-time-key counts in its
+	// transactions (MSC2409, MSC3202) to a registration that asks for them
+	// (receive_ephemeral, org.matrix.msc3202): Synapse refuses /sync to an
+	// application service's sender, so this is how its device gets room
+	// keys (docs/matrix.md "Encrypted rooms").
 	const many = "{per_second: 10000, burst_count: 100000}"
 	cfg := fmt.Sprintf(`server_name: %[1]s
 public_baseurl: %[2]s/
@@ -208,6 +220,9 @@ rc_invites:
 rc_delayed_event_mgmt: %[6]s
 rc_reports: %[6]s
 rc_media_create: %[6]s
+experimental_features:
+  msc2409_to_device_messages_enabled: true
+  msc3202_transaction_extensions: true
 %[7]s`, s.ServerName, s.URL, mountPoint, port, s.Secret, many, as)
 	if err := os.WriteFile(filepath.Join(dir, "homeserver.yaml"), []byte(cfg), 0o600); err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ import (
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/hstest"
 	"github.com/acrelay/acrelay/internal/matrixtest"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store"
@@ -49,7 +50,7 @@ type relayStore interface {
 // runner, inbox, /sync, all on one crypto machine.
 type relayEnv struct {
 	t      *testing.T
-	hs     *dendritetest.Server
+	hs     hstest.Homeserver
 	st     relayStore
 	signer *storetest.Signer
 	cli    *mautrix.Client
@@ -126,7 +127,18 @@ func (r *relayEnv) appendN(n int, summary string) []string {
 // "postgres") and its bot user; the relay is not started.
 func newRelay(t *testing.T, engine string) *relayEnv {
 	t.Helper()
-	hs := dendritetest.Start(t, dendritetest.Options{})
+	return newRelayOn(t, startDendrite, engine)
+}
+
+// startDendrite is dendritetest.Start as an hstest.Start.
+func startDendrite(t testing.TB, opt hstest.Options) hstest.Homeserver {
+	return dendritetest.Start(t, opt)
+}
+
+// newRelayOn is newRelay on the homeserver start starts.
+func newRelayOn(t *testing.T, start hstest.Start, engine string) *relayEnv {
+	t.Helper()
+	hs := start(t, hstest.Options{})
 	var st relayStore
 	switch engine {
 	case "sqlite":
@@ -151,7 +163,7 @@ func newRelay(t *testing.T, engine string) *relayEnv {
 	}
 	r.signer = storetest.NewSigner(t, p.ID).Register(t, st)
 	bot := hs.CreateUser("relaybot")
-	if r.cli, err = matrix.NewClient(hs.URL, bot.UserID, bot.AccessToken); err != nil {
+	if r.cli, err = matrix.NewClient(hs.HomeserverURL(), bot.UserID, bot.AccessToken); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -159,10 +171,14 @@ func newRelay(t *testing.T, engine string) *relayEnv {
 
 // TestEncryptedRoomBotDendriteSQLite: bot mode with the crypto store in
 // the relay's SQLite database.
-func TestEncryptedRoomBotDendriteSQLite(t *testing.T) { testEncryptedRoomBot(t, "sqlite") }
+func TestEncryptedRoomBotDendriteSQLite(t *testing.T) {
+	testEncryptedRoomBot(t, startDendrite, "sqlite")
+}
 
 // TestEncryptedRoomBotDendritePostgres: the same on PostgreSQL.
-func TestEncryptedRoomBotDendritePostgres(t *testing.T) { testEncryptedRoomBot(t, "postgres") }
+func TestEncryptedRoomBotDendritePostgres(t *testing.T) {
+	testEncryptedRoomBot(t, startDendrite, "postgres")
+}
 
 // testEncryptedRoomBot: a member creates a private room the way Element
 // does (m.room.encryption megolm in its initial state) and invites the
@@ -172,12 +188,12 @@ func TestEncryptedRoomBotDendritePostgres(t *testing.T) { testEncryptedRoomBot(t
 // encrypted submission is appended and answered with exactly one
 // encrypted reply naming its event id; after a restart (a new olm
 // machine on the same store) records still arrive exactly once and
-// decryptable.
-func testEncryptedRoomBot(t *testing.T, engine string) {
+// decryptable. start starts the homeserver (Dendrite, Synapse).
+func testEncryptedRoomBot(t *testing.T, start hstest.Start, engine string) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, engine)
+	r := newRelayOn(t, start, engine)
 	r.start()
 	alice := matrixtest.NewMember(t, r.hs, "alice")
 	resp, err := alice.Cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
