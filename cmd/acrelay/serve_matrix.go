@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,6 +127,49 @@ type matrixServices struct {
 	cryptoJob       *lease.Single      // with cstore: the lease over the relay's Matrix device (underCrypto)
 	undecryptable   *prometheus.CounterVec
 	toDeviceRefused *prometheus.CounterVec
+	// device is the olm machine while this process drives the relay's
+	// Matrix device (underCrypto), for the device traffic Synapse pushes
+	// in application-service transactions; nil otherwise.
+	device atomic.Pointer[deviceTraffic]
+}
+
+// deviceTraffic takes the device traffic of an application-service
+// transaction (e2ee.Machine.ProcessTransaction).
+type deviceTraffic interface {
+	ProcessTransaction(ctx context.Context, body []byte) error
+}
+
+// appserviceSink takes the pushed transactions: their room events go to
+// the inbox (on any process), their device traffic — the to-device
+// events, device-list changes and one-time-key counts Synapse pushes
+// (MSC2409/MSC3202) — to the olm machine of the process that drives the
+// relay's Matrix device (lease matrix-crypto).
+type appserviceSink struct{ m *matrixServices }
+
+func (s appserviceSink) Accept(ctx context.Context, evs []json.RawMessage) error {
+	return s.m.inbox.Accept(ctx, evs)
+}
+
+// AcceptDeviceTraffic implements relay.DeviceTrafficSink. A process
+// without the device refuses a transaction that carries to-device events
+// or device-list changes (503: the homeserver sends it again, room keys
+// are never dropped); one-time-key counts alone it lets pass (the next
+// transaction carries them again). Without encryption nothing takes them.
+func (s appserviceSink) AcceptDeviceTraffic(ctx context.Context, body []byte) error {
+	if s.m.cstore == nil {
+		return nil
+	}
+	if d := s.m.device.Load(); d != nil {
+		return (*d).ProcessTransaction(ctx, body)
+	}
+	var t map[string]json.RawMessage
+	_ = json.Unmarshal(body, &t)
+	for _, k := range []string{"to_device", "de.sorunome.msc2409.to_device", "device_lists", "org.matrix.msc3202.device_lists"} {
+		if v := strings.TrimSpace(string(t[k])); v != "" && v != "null" && v != "[]" && v != "{}" {
+			return errors.New("this process does not drive the relay's Matrix device (lease matrix-crypto) yet: the homeserver sends the transaction again")
+		}
+	}
+	return nil
 }
 
 // cryptoStore is the store the relay device's encryption keeps its state
@@ -155,7 +200,8 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	dev := m.cli
 	if m.reg != nil {
 		// Application-service mode: a device of the sender's own, from
-		// m.login.application_service, with its own /sync (SyncDevice).
+		// m.login.application_service, with its own /sync (SyncDevice;
+		// Synapse pushes its traffic instead: appserviceSink).
 		var err error
 		if dev, err = e2ee.AppserviceDevice(ctx, m.cli, m.cstore); err != nil {
 			m.log.Error("matrix: the application service's device could not be made: encrypted rooms get nothing", "err", err)
@@ -178,6 +224,10 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	}
 	m.log.Info("matrix: this process drives the relay's Matrix device (lease matrix-crypto)")
 	m.courier.Crypto, m.inbox.Crypto = cr, cr
+	if d, ok := cr.(deviceTraffic); ok {
+		m.device.Store(&d)
+		defer m.device.Store(nil)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = m.runner.Run(ctx) })
 	wg.Go(func() { _ = m.inbox.Run(ctx) })
@@ -313,7 +363,7 @@ func (m *matrixServices) run(ctx context.Context) {
 		<-done
 		return
 	}
-	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+	hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, appserviceSink{m}, m.log))
 	go func() { _ = hs.Serve(m.ln) }()
 	m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
 	go m.ping(ctx)
