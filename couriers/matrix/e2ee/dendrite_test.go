@@ -551,12 +551,16 @@ func TestEncryptedSizeLimitDendrite(t *testing.T) {
 // prints nothing; a member whose client shares room keys only with
 // cross-signed devices (Element's "exclude unverified devices", MSC4153)
 // still reads the records and gets its submission answered.
-func TestCrossSignedDeviceDendrite(t *testing.T) {
+func TestCrossSignedDeviceDendrite(t *testing.T) { testCrossSignedDevice(t, startDendrite) }
+
+// testCrossSignedDevice is TestCrossSignedDevice… on the homeserver
+// start starts (Dendrite, Synapse).
+func testCrossSignedDevice(t *testing.T, start hstest.Start) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, "sqlite")
-	r.password = "password-relaybot" // dendritetest's
+	r := newRelayOn(t, start, "sqlite")
+	r.password = r.hs.Password("relaybot")
 	r.start()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

@@ -36,3 +36,10 @@ func TestEncryptedRoomBotSynapseSQLite(t *testing.T) {
 func TestEncryptedRoomAppserviceSynapse(t *testing.T) {
 	testEncryptedRoomAppservice(t, startSynapse)
 }
+
+// TestCrossSignedDeviceSynapse: testCrossSignedDevice on Synapse: the bot
+// cross-signs its device with its password (Synapse's user-interactive
+// auth), prints the recovery key once, and a member whose client shares
+// room keys only with cross-signed devices reads its records and gets
+// its submission answered.
+func TestCrossSignedDeviceSynapse(t *testing.T) { testCrossSignedDevice(t, startSynapse) }
