@@ -471,11 +471,15 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 // room under it for the notice (the record plus its one-line summary, at
 // most noticeOverhead bytes more). Larger records go as references
 // (TestMatrixReferenceDendrite's path, with this bound).
-func TestEncryptedSizeLimitDendrite(t *testing.T) {
+func TestEncryptedSizeLimitDendrite(t *testing.T) { testEncryptedSizeLimit(t, startDendrite) }
+
+// testEncryptedSizeLimit is TestEncryptedSizeLimit… on the homeserver
+// start starts (Dendrite, Synapse).
+func testEncryptedSizeLimit(t *testing.T, start hstest.Start) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, "sqlite")
+	r := newRelayOn(t, start, "sqlite")
 	r.start()
 	alice := matrixtest.NewMember(t, r.hs, "alice")
 	room := encryptedRoom(t, r, alice, false)
@@ -512,8 +516,8 @@ func TestEncryptedSizeLimitDendrite(t *testing.T) {
 		}
 	}
 	const noticeOverhead = 800 // the notice's msgtype, body (≤ ~500 bytes) and key around the record
-	t.Logf("Dendrite 0.13.8 takes megolm events of up to %d bytes of plaintext content (refuses %d); MaxEncryptedContentBytes %d + notice %d",
-		lo, hi, matrix.MaxEncryptedContentBytes, noticeOverhead)
+	t.Logf("%s takes megolm events of up to %d bytes of plaintext content (refuses %d); MaxEncryptedContentBytes %d + notice %d",
+		r.hs.Name(), lo, hi, matrix.MaxEncryptedContentBytes, noticeOverhead)
 	if matrix.MaxEncryptedContentBytes+noticeOverhead > lo {
 		t.Fatalf("MaxEncryptedContentBytes %d leaves no room for the notice under %d", matrix.MaxEncryptedContentBytes, lo)
 	}

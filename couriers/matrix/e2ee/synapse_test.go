@@ -43,3 +43,9 @@ func TestEncryptedRoomAppserviceSynapse(t *testing.T) {
 // room keys only with cross-signed devices reads its records and gets
 // its submission answered.
 func TestCrossSignedDeviceSynapse(t *testing.T) { testCrossSignedDevice(t, startSynapse) }
+
+// TestEncryptedSizeLimitSynapse: testEncryptedSizeLimit on Synapse: the
+// largest plaintext content whose megolm event Synapse takes (its 65,536
+// bytes of event, 413 M_TOO_LARGE above) leaves room for the notice above
+// MaxEncryptedContentBytes, and a larger record goes as a reference.
+func TestEncryptedSizeLimitSynapse(t *testing.T) { testEncryptedSizeLimit(t, startSynapse) }
