@@ -4,7 +4,6 @@ package e2ee
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -405,12 +404,26 @@ func (m *Machine) SyncDevice(ctx context.Context) error {
 			}
 			failures++
 			wait := min(time.Second<<min(failures-1, 5), 30*time.Second)
-			m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			switch {
+			case failures <= 3:
+				m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			case failures == 4:
+				// Synapse answers 500 for as long as it runs, and pushes
+				// the traffic instead once configured: one line, not one
+				// every 30 s.
+				m.log.Warn("matrix device sync keeps failing; retried every 30 s, logged at debug until it works. On Synapse, which serves no /sync to an application service's sender, the device's traffic must come in the transactions: experimental_features msc2409_to_device_messages_enabled and msc3202_transaction_extensions (docs/matrix.md, \"Setup on Synapse\")",
+					"failures", failures, "err", err)
+			default:
+				m.log.Debug("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(wait):
 			}
 			continue
+		}
+		if failures > 3 {
+			m.log.Info("matrix device sync works again", "failures", failures)
 		}
 		failures = 0
 		m.ProcessSync(ctx, resp, since)
@@ -434,58 +447,49 @@ func (m *Machine) SyncDevice(ctx context.Context) error {
 // transaction without them changes nothing. To-device events go through
 // the same screen as /sync's (flood, olm for another device, malformed).
 // It waits for the machine's setup, so that room keys are stored before
-// the transaction is acknowledged; errors: a body that is not a
-// transaction, the setup's failure, ctx's end — the caller answers the
-// transaction with an error so that the homeserver sends it again.
+// the transaction is acknowledged; errors: the setup's failure, ctx's end
+// — the caller answers the transaction with an error so that the
+// homeserver sends it again. Device traffic that does not parse
+// (ParseDeviceTraffic) is dropped, logged and counted as
+// ReasonToDeviceMalformed, and is no error: the room events go on.
 func (m *Machine) ProcessTransaction(ctx context.Context, body []byte) error {
-	var txn struct {
-		ToDevice        []*event.Event                                 `json:"to_device"`
-		MSC2409ToDevice []*event.Event                                 `json:"de.sorunome.msc2409.to_device"`
-		DeviceLists     *mautrix.DeviceLists                           `json:"device_lists"`
-		MSC3202Lists    *mautrix.DeviceLists                           `json:"org.matrix.msc3202.device_lists"`
-		OTKCount        map[id.UserID]map[id.DeviceID]mautrix.OTKCount `json:"device_one_time_keys_count"`
-		MSC3202OTKCount map[id.UserID]map[id.DeviceID]mautrix.OTKCount `json:"org.matrix.msc3202.device_one_time_keys_count"`
+	user, device := m.cli.UserID, m.cli.DeviceID
+	t, err := ParseDeviceTraffic(body, user, device)
+	if err != nil {
+		// A homeserver's malformed device traffic: dropped, logged and
+		// counted, never a reason to refuse the room events with it.
+		m.log.Warn("matrix to-device events refused", "reason", ReasonToDeviceMalformed, "count", 1, "err", err)
+		if m.refused != nil {
+			m.refused(ReasonToDeviceMalformed, 1)
+		}
+		return nil
 	}
-	if err := json.Unmarshal(body, &txn); err != nil {
-		return fmt.Errorf("application-service transaction: %w", err)
-	}
-	toDevice := append(txn.ToDevice, txn.MSC2409ToDevice...)
-	lists := cmp.Or(txn.DeviceLists, txn.MSC3202Lists)
-	otk := txn.OTKCount
-	if otk == nil {
-		otk = txn.MSC3202OTKCount
-	}
-	if len(toDevice) == 0 && lists == nil && otk == nil {
+	if !t.Any {
 		return nil
 	}
 	if err := m.ready(ctx); err != nil {
 		return err
 	}
 	m.pushed.Store(true)
-	user, device := m.cli.UserID, m.cli.DeviceID
 	resp := &mautrix.RespSync{}
-	for _, ev := range toDevice {
-		if ev != nil && ev.ToUserID == user && ev.ToDeviceID == device {
-			resp.ToDevice.Events = append(resp.ToDevice.Events, ev)
-		}
-	}
-	if lists != nil {
-		resp.DeviceLists = *lists
+	resp.ToDevice.Events = t.ToDevice
+	if t.DeviceLists != nil {
+		resp.DeviceLists = *t.DeviceLists
 	}
 	m.screen(resp)
 	m.mach.HandleDeviceLists(ctx, &resp.DeviceLists, "")
 	for _, ev := range resp.ToDevice.Events {
 		ev.Type.Class = event.ToDeviceEventType
 		if err := ev.Content.ParseRaw(ev.Type); err != nil {
-			continue // the olm machine logs nothing of it either (ProcessSyncResponse)
+			m.log.Warn("matrix to-device event does not parse", "type", ev.Type.Type, "sender", ev.Sender, "err", err)
+			continue
 		}
 		m.mach.HandleToDeviceEvent(ctx, ev)
 	}
 	// Only the device's own counts: counts absent from a transaction
 	// are not zero (a zero would upload keys at every transaction).
-	if c, ok := otk[user][device]; ok {
-		c.UserID, c.DeviceID = user, device
-		m.mach.HandleOTKCounts(ctx, &c)
+	if t.OTKCount != nil {
+		m.mach.HandleOTKCounts(ctx, t.OTKCount)
 	}
 	m.mach.MarkOlmHashSavePoint(ctx)
 	return nil
