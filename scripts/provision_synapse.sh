@@ -65,6 +65,10 @@ provision_synapse() {
     ACRELAY_PROVISION_NOTES+=("Synapse: SKIPPED - no apt-get or unshare here; the encrypted-room tests run on Dendrite only")
     return
   fi
+  if ! unshare --mount --propagation private true 2>/dev/null; then
+    ACRELAY_PROVISION_NOTES+=("Synapse: SKIPPED - cannot make a mount namespace here (unshare --mount: a container without CAP_SYS_ADMIN?); the encrypted-room tests run on Dendrite only")
+    return
+  fi
   local mirror; mirror=$(synapse_mirror)
   if [ -z "$mirror" ]; then
     ACRELAY_PROVISION_NOTES+=("Synapse: SKIPPED - no Debian mirror in apt's sources; the encrypted-room tests run on Dendrite only")
