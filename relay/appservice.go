@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -143,6 +144,16 @@ type TransactionSink interface {
 	Accept(ctx context.Context, events []json.RawMessage) error
 }
 
+// DeviceTrafficSink is what a TransactionSink may also be: it takes the
+// whole body of each transaction for the relay's Matrix device
+// (couriers/matrix/e2ee.Machine.ProcessTransaction: the to-device events,
+// device-list changes and one-time-key counts Synapse pushes,
+// MSC2409/MSC3202). It is called before Accept; a non-nil error answers
+// the transaction 503 so that the homeserver sends it again.
+type DeviceTrafficSink interface {
+	AcceptDeviceTraffic(ctx context.Context, body []byte) error
+}
+
 // AppserviceHandler serves the application-service API a homeserver calls
 // (Matrix application-service API v1), on a listener of its own:
 // PUT /_matrix/app/v1/transactions/{txnId} (authenticated by hs_token;
@@ -187,9 +198,20 @@ func AppserviceHandler(hsToken string, sink TransactionSink, log *slog.Logger) h
 		var in struct {
 			Events []json.RawMessage `json:"events"`
 		}
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20)).Decode(&in); err != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+		if err == nil {
+			err = json.Unmarshal(body, &in)
+		}
+		if err != nil {
 			fail(w, wire.MatrixCodeNotJSON)
 			return
+		}
+		if ds, ok := sink.(DeviceTrafficSink); ok {
+			if err := ds.AcceptDeviceTraffic(r.Context(), body); err != nil {
+				log.Warn("appservice transaction's device traffic not taken", "txn_id", mux.Vars(r)["txnId"], "err", err)
+				fail(w, wire.MatrixCodeUnknown)
+				return
+			}
 		}
 		if err := sink.Accept(r.Context(), in.Events); err != nil {
 			log.Warn("appservice transaction not stored", "txn_id", mux.Vars(r)["txnId"], "err", err)

@@ -87,6 +87,9 @@ provision_shared() {
 # --- Dendrite (Matrix courier tests; scripts/provision_dendrite.sh) ---------
 . scripts/provision_dendrite.sh
 
+# --- Synapse (encrypted-room tests on Element's homeserver; scripts/provision_synapse.sh)
+. scripts/provision_synapse.sh
+
 # --- npm pubsubhubbub (WebSub interop; scripts/provision_websub_npm.sh) -----
 . scripts/provision_websub_npm.sh
 
@@ -112,6 +115,7 @@ provision_postgres
 provision_jing
 provision_staticcheck
 provision_dendrite
+provision_synapse
 provision_websub_npm
 provision_mcp_npm
 provision_chromium

@@ -33,6 +33,11 @@ func newMatrixCmd() *cobra.Command {
 				reg.AppToken, reg.ServerToken = randomToken(), randomToken()
 				reg.ID, reg.URL, reg.SenderLocalpart = asID, u, local
 				reg.Namespaces.UserIDs.Register(regexp.MustCompile("@"+regexp.QuoteMeta(local)+":"+regexp.QuoteMeta(name)), true)
+				// The relay device's to-device traffic, device lists and
+				// one-time-key counts in the transactions (MSC2409,
+				// MSC3202): Synapse refuses /sync to the sender and pushes
+				// them instead; Dendrite ignores both keys.
+				reg.EphemeralEvents, reg.MSC3202 = true, true
 				y, err := reg.YAML()
 				if err != nil {
 					return err

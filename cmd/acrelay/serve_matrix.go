@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,6 +127,46 @@ type matrixServices struct {
 	cryptoJob       *lease.Single      // with cstore: the lease over the relay's Matrix device (underCrypto)
 	undecryptable   *prometheus.CounterVec
 	toDeviceRefused *prometheus.CounterVec
+	// device is the olm machine while this process drives the relay's
+	// Matrix device (underCrypto), for the device traffic Synapse pushes
+	// in application-service transactions; nil otherwise.
+	device atomic.Pointer[deviceTraffic]
+}
+
+// deviceTraffic takes the device traffic of an application-service
+// transaction (e2ee.Machine.ProcessTransaction).
+type deviceTraffic interface {
+	ProcessTransaction(ctx context.Context, body []byte) error
+}
+
+// appserviceSink takes the pushed transactions: their room events go to
+// the inbox (on any process), their device traffic — the to-device
+// events, device-list changes and one-time-key counts Synapse pushes
+// (MSC2409/MSC3202) — to the olm machine of the process that drives the
+// relay's Matrix device (lease matrix-crypto).
+type appserviceSink struct{ m *matrixServices }
+
+func (s appserviceSink) Accept(ctx context.Context, evs []json.RawMessage) error {
+	return s.m.inbox.Accept(ctx, evs)
+}
+
+// AcceptDeviceTraffic implements relay.DeviceTrafficSink. A process
+// without the device refuses a transaction that carries to-device events
+// or device-list changes (503: the homeserver sends it again, room keys
+// are never dropped); one-time-key counts alone it lets pass (the next
+// transaction carries them again). Without encryption nothing takes them.
+func (s appserviceSink) AcceptDeviceTraffic(ctx context.Context, body []byte) error {
+	if s.m.cstore == nil {
+		return nil
+	}
+	if d := s.m.device.Load(); d != nil {
+		return (*d).ProcessTransaction(ctx, body)
+	}
+	t, err := e2ee.ParseDeviceTraffic(body, s.m.cli.UserID, "")
+	if err == nil && (len(t.ToDevice) > 0 || t.DeviceLists != nil) { // the holder drops what does not parse, so may this one
+		return errors.New("this process does not drive the relay's Matrix device (lease matrix-crypto) yet: the homeserver sends the transaction again")
+	}
+	return nil
 }
 
 // cryptoStore is the store the relay device's encryption keeps its state
@@ -155,7 +197,8 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	dev := m.cli
 	if m.reg != nil {
 		// Application-service mode: a device of the sender's own, from
-		// m.login.application_service, with its own /sync (SyncDevice).
+		// m.login.application_service, with its own /sync (SyncDevice;
+		// Synapse pushes its traffic instead: appserviceSink).
 		var err error
 		if dev, err = e2ee.AppserviceDevice(ctx, m.cli, m.cstore); err != nil {
 			m.log.Error("matrix: the application service's device could not be made: encrypted rooms get nothing", "err", err)
@@ -179,6 +222,10 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	}
 	m.log.Info("matrix: this process drives the relay's Matrix device (lease matrix-crypto)")
 	m.courier.Crypto, m.inbox.Crypto = cr, cr
+	if d, ok := cr.(deviceTraffic); ok {
+		m.device.Store(&d)
+		defer m.device.Store(nil)
+	}
 	p := newParts(ctx)
 	p.run("courier", m.runner.Run)
 	p.run("inbox", m.inbox.Run)
@@ -317,7 +364,7 @@ func (m *matrixServices) run(ctx context.Context) error {
 		p.alone(m.inboxJob, m.inbox.Run)
 	}
 	if m.reg != nil {
-		hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, m.inbox, m.log))
+		hs := relay.HTTPServer(m.ln.Addr().String(), relay.AppserviceHandler(m.reg.ServerToken, appserviceSink{m}, m.log))
 		m.log.Info("matrix appservice listening", "addr", m.ln.Addr().String())
 		p.run("appservice listener", func(ctx context.Context) error { return serveHTTP(ctx, hs, m.ln, 5*time.Second, m.log) })
 		p.run("appservice ping", func(ctx context.Context) error { m.ping(ctx); return nil })

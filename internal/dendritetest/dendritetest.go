@@ -21,6 +21,8 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/acrelay/acrelay/internal/hstest"
 )
 
 // Version is the Dendrite version the helper expects.
@@ -52,12 +54,11 @@ type Server struct {
 	t          testing.TB
 }
 
-// Options configure Start.
-type Options struct {
-	// AppserviceYAML, when set, is a registration written beside the
-	// config and listed in app_service_api.config_files.
-	AppserviceYAML string
-}
+// Options configure Start: AppserviceYAML, when set, is a registration
+// written beside the config and listed in app_service_api.config_files.
+type Options = hstest.Options
+
+var _ hstest.Homeserver = (*Server)(nil)
 
 // Start starts Dendrite, or skips the test when its binaries are absent.
 func Start(t testing.TB, opt Options) *Server {
@@ -90,7 +91,7 @@ func Available(bin string) error {
 // (cmd/acrelay-bench), where tests use Start. The caller stops it with
 // Stop.
 func Launch(bin, dir string, opt Options) (*Server, error) {
-	s := &Server{ServerName: "acrelay.test", dir: dir, bin: bin}
+	s := &Server{ServerName: hstest.ServerName, dir: dir, bin: bin}
 	key := filepath.Join(dir, "matrix_key.pem")
 	if out, err := exec.Command(filepath.Join(bin, "generate-keys"), "--private-key", key).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("generate-keys: %v: %s", err, out)
@@ -248,7 +249,7 @@ func (s *Server) CreateUser(localpart string) *mautrix.Client {
 // NewUser creates a user (create-account; an existing one is reused) and
 // logs it in; it returns a client of that user with its access token.
 func (s *Server) NewUser(ctx context.Context, localpart string) (*mautrix.Client, error) {
-	pw := "password-" + localpart
+	pw := s.Password(localpart)
 	out, err := exec.CommandContext(ctx, filepath.Join(s.bin, "create-account"), "-config", s.cfg, "-url", s.URL,
 		"-username", localpart, "-password", pw).CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "already") {
@@ -264,6 +265,16 @@ func (s *Server) NewUser(ctx context.Context, localpart string) (*mautrix.Client
 	}
 	return cli, nil
 }
+
+// Name is "Dendrite v0.13.8".
+func (s *Server) Name() string { return "Dendrite " + Version }
+
+// HomeserverURL is s.URL.
+func (s *Server) HomeserverURL() string { return s.URL }
+
+// Password is the password NewUser and CreateUser give localpart:
+// "password-" + localpart.
+func (s *Server) Password(localpart string) string { return "password-" + localpart }
 
 // UserID is the full id of localpart on this server.
 func (s *Server) UserID(localpart string) id.UserID {

@@ -1,7 +1,8 @@
 //go:build goolm
 
 // Package matrixtest is a Matrix room member for tests of end-to-end
-// encrypted rooms (issue 31): a user of a real Dendrite whose client does
+// encrypted rooms (issue 31): a user of a real homeserver (Dendrite or
+// Synapse, internal/hstest) whose client does
 // encryption the way Element does (mautrix's goolm OlmMachine), and what
 // it reads of the relay's events in a room, each decrypted with its own
 // keys. Built only with the goolm tag.
@@ -29,7 +30,7 @@ import (
 
 	"github.com/acrelay/acrelay/correspondence"
 	"github.com/acrelay/acrelay/couriers/matrix"
-	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/hstest"
 )
 
 var ctx = context.Background()
@@ -44,7 +45,7 @@ type Member struct {
 	Mach *crypto.OlmMachine
 }
 
-func NewMember(t *testing.T, hs *dendritetest.Server, localpart string) *Member {
+func NewMember(t *testing.T, hs hstest.Homeserver, localpart string) *Member {
 	t.Helper()
 	cli := hs.CreateUser(localpart)
 	sdb, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "member.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")

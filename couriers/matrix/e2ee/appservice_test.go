@@ -27,15 +27,28 @@ import (
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
 	"github.com/acrelay/acrelay/ingest"
-	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/hstest"
 	"github.com/acrelay/acrelay/internal/matrixtest"
 	"github.com/acrelay/acrelay/relay"
 	"github.com/acrelay/acrelay/store/sqlite"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
-// sink hands the homeserver's pushes to the current inbox.
-type sink struct{ in atomic.Pointer[matrix.Inbox] }
+// sink hands the homeserver's pushes to the current inbox, and the
+// device traffic they carry (Synapse's MSC2409/MSC3202) to the current
+// olm machine.
+type sink struct {
+	in   atomic.Pointer[matrix.Inbox]
+	mach atomic.Pointer[e2ee.Machine]
+}
+
+func (s *sink) AcceptDeviceTraffic(ctx context.Context, body []byte) error {
+	m := s.mach.Load()
+	if m == nil {
+		return errors.New("relay down")
+	}
+	return m.ProcessTransaction(ctx, body)
+}
 
 func (s *sink) Accept(ctx context.Context, evs []json.RawMessage) error {
 	in := s.in.Load()
@@ -60,15 +73,23 @@ func hexToken() string {
 // encrypted room: records arrive encrypted and decryptable, exactly once
 // across a restart; an encrypted submission is appended and answered
 // once, encrypted.
-func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
+func TestEncryptedRoomAppserviceDendrite(t *testing.T) { testEncryptedRoomAppservice(t, startDendrite) }
+
+// testEncryptedRoomAppservice is TestEncryptedRoomAppservice… on the
+// homeserver startHS starts (Dendrite, Synapse).
+func testEncryptedRoomAppservice(t *testing.T, startHS hstest.Start) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
 	var push sink
 	reg := appservice.CreateRegistration()
 	reg.ID, reg.SenderLocalpart = "acrelay", "acrelay"
 	reg.AppToken, reg.ServerToken = hexToken(), hexToken()
 	reg.Namespaces.UserIDs.Register(regexp.MustCompile(`@acrelay:acrelay\.test`), true)
+	// The device's to-device traffic in the transactions where the
+	// homeserver can (Synapse: it refuses /sync to the sender); Dendrite
+	// ignores both and the device's own /sync carries it.
+	reg.EphemeralEvents, reg.MSC3202 = true, true
 	as := httptest.NewServer(relay.AppserviceHandler(reg.ServerToken, &push, nil))
 	t.Cleanup(as.Close)
 	reg.URL = as.URL
@@ -76,7 +97,7 @@ func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := dendritetest.Start(t, dendritetest.Options{AppserviceYAML: y})
+	hs := startHS(t, hstest.Options{AppserviceYAML: y})
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +109,7 @@ func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
 	}
 	signer := storetest.NewSigner(t, p.ID).Register(t, st)
 	asUser := hs.UserID("acrelay")
-	asCli, err := matrix.NewClient(hs.URL, asUser, reg.AppToken)
+	asCli, err := matrix.NewClient(hs.HomeserverURL(), asUser, reg.AppToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +139,13 @@ func TestEncryptedRoomAppserviceDendrite(t *testing.T) {
 			Backoff: couriers.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}, DeliveryTimeout: 20 * time.Second, Batch: 5, Refresh: time.Second})
 		in := &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: asCli, Crypto: cr, DeferDecrypt: true, Logger: log}
 		push.in.Store(in)
+		push.mach.Store(m)
 		rctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() { _ = runner.Run(rctx) })
 		wg.Go(func() { _ = in.Run(rctx) })
 		wg.Go(func() { _ = m.SyncDevice(rctx) })
-		return func() { push.in.Store(nil); cancel(); wg.Wait(); _ = m.Close() }
+		return func() { push.in.Store(nil); push.mach.Store(nil); cancel(); wg.Wait(); _ = m.Close() }
 	}
 	stop := start()
 	defer func() { stop() }()

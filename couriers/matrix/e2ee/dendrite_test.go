@@ -30,6 +30,7 @@ import (
 	"github.com/acrelay/acrelay/ingest"
 	"github.com/acrelay/acrelay/internal/backoff"
 	"github.com/acrelay/acrelay/internal/dendritetest"
+	"github.com/acrelay/acrelay/internal/hstest"
 	"github.com/acrelay/acrelay/internal/matrixtest"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store"
@@ -50,7 +51,7 @@ type relayStore interface {
 // runner, inbox, /sync, all on one crypto machine.
 type relayEnv struct {
 	t      *testing.T
-	hs     *dendritetest.Server
+	hs     hstest.Homeserver
 	st     relayStore
 	signer *storetest.Signer
 	cli    *mautrix.Client
@@ -131,7 +132,18 @@ func (r *relayEnv) appendN(n int, summary string) []string {
 // "postgres") and its bot user; the relay is not started.
 func newRelay(t *testing.T, engine string) *relayEnv {
 	t.Helper()
-	hs := dendritetest.Start(t, dendritetest.Options{})
+	return newRelayOn(t, startDendrite, engine)
+}
+
+// startDendrite is dendritetest.Start as an hstest.Start.
+func startDendrite(t testing.TB, opt hstest.Options) hstest.Homeserver {
+	return dendritetest.Start(t, opt)
+}
+
+// newRelayOn is newRelay on the homeserver start starts.
+func newRelayOn(t *testing.T, start hstest.Start, engine string) *relayEnv {
+	t.Helper()
+	hs := start(t, hstest.Options{})
 	var st relayStore
 	switch engine {
 	case "sqlite":
@@ -156,7 +168,7 @@ func newRelay(t *testing.T, engine string) *relayEnv {
 	}
 	r.signer = storetest.NewSigner(t, p.ID).Register(t, st)
 	bot := hs.CreateUser("relaybot")
-	if r.cli, err = matrix.NewClient(hs.URL, bot.UserID, bot.AccessToken); err != nil {
+	if r.cli, err = matrix.NewClient(hs.HomeserverURL(), bot.UserID, bot.AccessToken); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -164,10 +176,14 @@ func newRelay(t *testing.T, engine string) *relayEnv {
 
 // TestEncryptedRoomBotDendriteSQLite: bot mode with the crypto store in
 // the relay's SQLite database.
-func TestEncryptedRoomBotDendriteSQLite(t *testing.T) { testEncryptedRoomBot(t, "sqlite") }
+func TestEncryptedRoomBotDendriteSQLite(t *testing.T) {
+	testEncryptedRoomBot(t, startDendrite, "sqlite")
+}
 
 // TestEncryptedRoomBotDendritePostgres: the same on PostgreSQL.
-func TestEncryptedRoomBotDendritePostgres(t *testing.T) { testEncryptedRoomBot(t, "postgres") }
+func TestEncryptedRoomBotDendritePostgres(t *testing.T) {
+	testEncryptedRoomBot(t, startDendrite, "postgres")
+}
 
 // testEncryptedRoomBot: a member creates a private room the way Element
 // does (m.room.encryption megolm in its initial state) and invites the
@@ -177,12 +193,12 @@ func TestEncryptedRoomBotDendritePostgres(t *testing.T) { testEncryptedRoomBot(t
 // encrypted submission is appended and answered with exactly one
 // encrypted reply naming its event id; after a restart (a new olm
 // machine on the same store) records still arrive exactly once and
-// decryptable.
-func testEncryptedRoomBot(t *testing.T, engine string) {
+// decryptable. start starts the homeserver (Dendrite, Synapse).
+func testEncryptedRoomBot(t *testing.T, start hstest.Start, engine string) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, engine)
+	r := newRelayOn(t, start, engine)
 	r.start()
 	alice := matrixtest.NewMember(t, r.hs, "alice")
 	resp, err := alice.Cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "encrypted project room",
@@ -480,11 +496,15 @@ func TestBadEncryptedInputDendrite(t *testing.T) {
 // room under it for the notice (the record plus its one-line summary, at
 // most noticeOverhead bytes more). Larger records go as references
 // (TestMatrixReferenceDendrite's path, with this bound).
-func TestEncryptedSizeLimitDendrite(t *testing.T) {
+func TestEncryptedSizeLimitDendrite(t *testing.T) { testEncryptedSizeLimit(t, startDendrite) }
+
+// testEncryptedSizeLimit is TestEncryptedSizeLimit… on the homeserver
+// start starts (Dendrite, Synapse).
+func testEncryptedSizeLimit(t *testing.T, start hstest.Start) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, "sqlite")
+	r := newRelayOn(t, start, "sqlite")
 	r.start()
 	alice := matrixtest.NewMember(t, r.hs, "alice")
 	room := encryptedRoom(t, r, alice, false)
@@ -521,8 +541,8 @@ func TestEncryptedSizeLimitDendrite(t *testing.T) {
 		}
 	}
 	const noticeOverhead = 800 // the notice's msgtype, body (≤ ~500 bytes) and key around the record
-	t.Logf("Dendrite 0.13.8 takes megolm events of up to %d bytes of plaintext content (refuses %d); MaxEncryptedContentBytes %d + notice %d",
-		lo, hi, matrix.MaxEncryptedContentBytes, noticeOverhead)
+	t.Logf("%s takes megolm events of up to %d bytes of plaintext content (refuses %d); MaxEncryptedContentBytes %d + notice %d",
+		r.hs.Name(), lo, hi, matrix.MaxEncryptedContentBytes, noticeOverhead)
 	if matrix.MaxEncryptedContentBytes+noticeOverhead > lo {
 		t.Fatalf("MaxEncryptedContentBytes %d leaves no room for the notice under %d", matrix.MaxEncryptedContentBytes, lo)
 	}
@@ -560,12 +580,16 @@ func TestEncryptedSizeLimitDendrite(t *testing.T) {
 // prints nothing; a member whose client shares room keys only with
 // cross-signed devices (Element's "exclude unverified devices", MSC4153)
 // still reads the records and gets its submission answered.
-func TestCrossSignedDeviceDendrite(t *testing.T) {
+func TestCrossSignedDeviceDendrite(t *testing.T) { testCrossSignedDevice(t, startDendrite) }
+
+// testCrossSignedDevice is TestCrossSignedDevice… on the homeserver
+// start starts (Dendrite, Synapse).
+func testCrossSignedDevice(t *testing.T, start hstest.Start) {
 	if testing.Short() {
-		t.Skip("runs Dendrite; skipped with -short")
+		t.Skip("runs a homeserver; skipped with -short")
 	}
-	r := newRelay(t, "sqlite")
-	r.password = "password-relaybot" // dendritetest's
+	r := newRelayOn(t, start, "sqlite")
+	r.password = r.hs.Password("relaybot")
 	r.start()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

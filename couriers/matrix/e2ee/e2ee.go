@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -98,6 +99,9 @@ type Machine struct {
 	// ToDeviceWindow (screen); window is when it began.
 	senders map[id.UserID]int
 	window  time.Time
+	// pushed: an application-service transaction brought this device's
+	// traffic (ProcessTransaction), so SyncDevice is not needed.
+	pushed atomic.Bool
 }
 
 type memberSnap struct {
@@ -341,10 +345,20 @@ func (m *Machine) publishKeys(ctx context.Context) error {
 // nor MSC4190, so the device's to-device traffic comes through a /sync of
 // its own), its device id and access token kept as a secret of the
 // deployment (store.MatrixAppserviceDevice), reused at every start.
-// Errors: the homeserver's refusal of the login, a stored token it no
-// longer accepts.
+// Before the first login the sender's account is registered
+// (m.login.application_service, as mautrix bridges' EnsureRegistered
+// does; M_USER_IN_USE is fine): Synapse, unlike Dendrite, never creates
+// the sender_localpart's account, and refuses every token of a device
+// of an account it does not have (M_UNKNOWN_TOKEN).
+// Errors: the homeserver's refusal of the registration or the login, a
+// stored token it no longer accepts.
 func AppserviceDevice(ctx context.Context, asCli *mautrix.Client, st store.MatrixCrypto) (*mautrix.Client, error) {
 	raw, err := st.MatrixCryptoSecret(ctx, store.MatrixAppserviceDevice, func() (string, error) {
+		_, err := asCli.MakeRequest(ctx, http.MethodPost, asCli.BuildClientURL("v3", "register"), &mautrix.ReqRegister[any]{
+			Username: asCli.UserID.Localpart(), Type: mautrix.AuthTypeAppservice, InhibitLogin: true}, nil)
+		if err != nil && !errors.Is(err, mautrix.MUserInUse) {
+			return "", fmt.Errorf("registering the application service's user: %w", err)
+		}
 		resp, err := asCli.Login(ctx, &mautrix.ReqLogin{Type: mautrix.AuthTypeAppservice,
 			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: asCli.UserID.String()},
 			InitialDeviceDisplayName: "acrelay"})
@@ -382,31 +396,114 @@ var deviceSyncBackoff = backoff.Policy{Initial: time.Second, Max: 30 * time.Seco
 
 // SyncDevice long-polls /sync as the machine's device (application-service
 // mode) and hands each answer to the olm machine (ProcessSync), until ctx
-// ends; it backs off (1 s doubling to 30 s) on errors.
+// ends or a transaction brought the device's traffic (ProcessTransaction:
+// Synapse answers an application service's sender's /sync with 500 and
+// pushes instead); it backs off (1 s doubling to 30 s) on errors.
 func (m *Machine) SyncDevice(ctx context.Context) error {
 	if err := m.ready(ctx); err != nil {
 		return err
 	}
 	since, failures := "", 0
 	for ctx.Err() == nil {
+		if m.pushed.Load() {
+			m.log.Info("matrix: the homeserver pushes the device's to-device traffic in its application-service transactions (MSC2409/MSC3202): the device's own /sync ends")
+			return nil
+		}
 		resp, err := m.cli.SyncRequest(ctx, 30000, since, deviceSyncFilter, since == "", event.PresenceOffline)
 		if err != nil {
-			if ctx.Err() != nil {
-				break
+			if ctx.Err() != nil || m.pushed.Load() {
+				continue
 			}
 			failures++
 			wait := deviceSyncBackoff.Ceiling(failures)
-			m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			switch {
+			case failures <= 3:
+				m.log.Warn("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			case failures == 4:
+				// Synapse answers 500 for as long as it runs, and pushes
+				// the traffic instead once configured: one line, not one
+				// every 30 s.
+				m.log.Warn("matrix device sync keeps failing; retried every 30 s, logged at debug until it works. On Synapse, which serves no /sync to an application service's sender, the device's traffic must come in the transactions: experimental_features msc2409_to_device_messages_enabled and msc3202_transaction_extensions (docs/matrix.md, \"Setup on Synapse\")",
+					"failures", failures, "err", err)
+			default:
+				m.log.Debug("matrix device sync failed", "failures", failures, "retry_in", wait, "err", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(wait):
 			}
 			continue
 		}
+		if failures > 3 {
+			m.log.Info("matrix device sync works again", "failures", failures)
+		}
 		failures = 0
 		m.ProcessSync(ctx, resp, since)
 		since = resp.NextBatch
 	}
+	return nil
+}
+
+// ProcessTransaction hands the olm machine what an application-service
+// transaction (the JSON body of PUT /_matrix/app/v1/transactions/{txnId})
+// carries for this machine's device, as SyncDevice hands it a /sync: the
+// to-device events addressed to the device ("de.sorunome.msc2409.to_device"
+// or "to_device", MSC2409/MSC4203: each names its to_user_id and
+// to_device_id), device-list changes ("org.matrix.msc3202.device_lists"),
+// and the device's one-time-key counts (MSC3202; like /sync's, the unused
+// fallback key types are not read). Synapse refuses /sync to an application service's sender
+// user and pushes these instead when the registration asks for them
+// (receive_ephemeral, org.matrix.msc3202) and its experimental_features
+// allow (msc2409_to_device_messages_enabled,
+// msc3202_transaction_extensions); Dendrite 0.13.8 pushes none of them. A
+// transaction without them changes nothing. To-device events go through
+// the same screen as /sync's (flood, olm for another device, malformed).
+// It waits for the machine's setup, so that room keys are stored before
+// the transaction is acknowledged; errors: the setup's failure, ctx's end
+// — the caller answers the transaction with an error so that the
+// homeserver sends it again. Device traffic that does not parse
+// (ParseDeviceTraffic) is dropped, logged and counted as
+// ReasonToDeviceMalformed, and is no error: the room events go on.
+func (m *Machine) ProcessTransaction(ctx context.Context, body []byte) error {
+	user, device := m.cli.UserID, m.cli.DeviceID
+	t, err := ParseDeviceTraffic(body, user, device)
+	if err != nil {
+		// A homeserver's malformed device traffic: dropped, logged and
+		// counted, never a reason to refuse the room events with it.
+		m.log.Warn("matrix to-device events refused", "reason", ReasonToDeviceMalformed, "count", 1, "err", err)
+		if m.refused != nil {
+			m.refused(ReasonToDeviceMalformed, 1)
+		}
+		return nil
+	}
+	if !t.Any {
+		return nil
+	}
+	if err := m.ready(ctx); err != nil {
+		return err
+	}
+	m.pushed.Store(true)
+	resp := &mautrix.RespSync{}
+	resp.ToDevice.Events = t.ToDevice
+	if t.DeviceLists != nil {
+		resp.DeviceLists = *t.DeviceLists
+	}
+	m.screen(resp)
+	m.mach.HandleDeviceLists(ctx, &resp.DeviceLists, "")
+	for _, ev := range resp.ToDevice.Events {
+		ev.Type.Class = event.ToDeviceEventType
+		if err := ev.Content.ParseRaw(ev.Type); err != nil {
+			m.log.Warn("matrix to-device event does not parse", "type", ev.Type.Type, "sender", ev.Sender, "err", err)
+			continue
+		}
+		m.mach.HandleToDeviceEvent(ctx, ev)
+	}
+	// Only the device's own counts: counts absent from a transaction
+	// are not zero (a zero would upload keys at every transaction).
+	if t.OTKCount != nil {
+		m.mach.HandleOTKCounts(ctx, t.OTKCount)
+	}
+	m.mach.MarkOlmHashSavePoint(ctx)
 	return nil
 }
 
