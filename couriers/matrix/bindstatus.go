@@ -26,9 +26,9 @@ type BindingJSON struct {
 	RepositoryID string `json:"repository_id,omitempty"`
 	RoomID       string `json:"room_id"`
 	CreatedAt    string `json:"created_at"` // RFC 3339
-	// Encrypted: the room carries m.room.encryption (said only when it
-	// does: an unencrypted room's binding reads as it always did).
-	Encrypted bool `json:"encrypted,omitempty"`
+	// Encrypted: the room carries m.room.encryption; omitted unless it
+	// does (omitzero: json v2's omitempty would keep a false).
+	Encrypted bool `json:"encrypted,omitzero"`
 	// E2EE is the relay's part in the room's encryption: set when the room
 	// is encrypted, or when the relay cannot tell (its user is not in the
 	// room yet, the homeserver did not answer: Detail says so).
