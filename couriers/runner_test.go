@@ -169,8 +169,7 @@ func cursorOf(t *testing.T, st store.Store, courier, projectID, target string) i
 var fast = couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}
 
 func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := open(t)
+	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
 		s := newProject(t, st)
 		ids := appendN(t, st, s, 250) // more than one batch, three repositories
 
@@ -230,8 +229,7 @@ func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
 }
 
 func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := open(t)
+	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		s := newProject(t, st)
 		appendN(t, st, s, 20)
@@ -259,8 +257,7 @@ func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
 // more than their share of the limits: total and per-host concurrency stay
 // within their bounds while they hang.
 func TestSlowTargetsDoNotDelayOthers(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := open(t)
+	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
 		p1, p2 := newProject(t, st), newProject(t, st)
 		rec := newRecorder(st, "fast", "slow1", "slow2", "slow3")
 		for i := range rec.targets[1:] {
@@ -684,8 +681,7 @@ func TestExportWritesRecordJSONLines(t *testing.T) {
 // exactly the batch that failed, even when records arrived meanwhile, so
 // a retried delivery is the same bytes; the new records follow.
 func TestRetryResendsTheFailedBatch(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := open(t)
+	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
 		s := newProject(t, st)
 		first := appendN(t, st, s, 3)
 		rec := newRecorder(st, "a")
