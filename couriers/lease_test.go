@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/internal/teststore"
-	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -91,28 +89,13 @@ func TestIdleHoldersOnPostgresWriteByLeases(t *testing.T) {
 	}
 }
 
-// fakeTimeEngines runs fn as the subtests "sqlite", on fake time in a
-// synctest bubble (the store is opened inside it, so its goroutines and
-// channels are the bubble's: a store opened outside panics there), and
-// "postgres", on the real clock, when ACRELAY_TEST_DATABASE_URL is set:
-// the PostgreSQL store's LISTEN connection waits in a network read,
-// which a bubble never counts as durably blocked, so its fake time would
-// never advance.
-func fakeTimeEngines(t *testing.T, fn func(t *testing.T, st store.Store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) { fn(t, teststore.SQLite(t)) })
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, teststore.Postgres(t, pgtest.FreshDatabase(t)))
-	})
-}
-
 // TestDeliveryNeverOutlivesItsLease: a Deliver that blocks is cut at the
 // safe time of the lease it started under, not at DeliveryTimeout: its
 // context's deadline is before the lease expires by the database clock,
 // though the delivery timeout is an hour. On SQLite on fake time.
 func TestDeliveryNeverOutlivesItsLease(t *testing.T) {
-	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+		st := open(t)
 		s := newProject(t, st)
 		appendN(t, st, s, 1)
 		rec := newRecorder(st, "a")

@@ -169,7 +169,8 @@ func cursorOf(t *testing.T, st store.Store, courier, projectID, target string) i
 var fast = couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}
 
 func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
-	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+		st := open(t)
 		s := newProject(t, st)
 		ids := appendN(t, st, s, 250) // more than one batch, three repositories
 
@@ -229,7 +230,8 @@ func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
 }
 
 func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
-	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+		st := open(t)
 		ctx := context.Background()
 		s := newProject(t, st)
 		appendN(t, st, s, 20)
@@ -257,7 +259,8 @@ func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
 // more than their share of the limits: total and per-host concurrency stay
 // within their bounds while they hang.
 func TestSlowTargetsDoNotDelayOthers(t *testing.T) {
-	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+		st := open(t)
 		p1, p2 := newProject(t, st), newProject(t, st)
 		rec := newRecorder(st, "fast", "slow1", "slow2", "slow3")
 		for i := range rec.targets[1:] {
@@ -681,7 +684,8 @@ func TestExportWritesRecordJSONLines(t *testing.T) {
 // exactly the batch that failed, even when records arrived meanwhile, so
 // a retried delivery is the same bytes; the new records follow.
 func TestRetryResendsTheFailedBatch(t *testing.T) {
-	fakeTimeEngines(t, func(t *testing.T, st store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+		st := open(t)
 		s := newProject(t, st)
 		first := appendN(t, st, s, 3)
 		rec := newRecorder(st, "a")

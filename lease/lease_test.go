@@ -114,7 +114,7 @@ func TestIdentityKeptAndLocked(t *testing.T) {
 // never asked for; once released it is taken at the next interval; a
 // restarted holder reclaims its leases under new fences at once.
 func TestKeeperReadsBeforeTaking(t *testing.T) {
-	teststore.Engines(t, func(t *testing.T, open teststore.Open) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
 		st := &countingStore{Store: open(t)}
 		ctx := context.Background()
 		p1 := must(st.CreateProject(ctx, storetest.NewUUID())).ID
