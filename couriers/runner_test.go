@@ -169,7 +169,7 @@ func cursorOf(t *testing.T, st store.Store, courier, projectID, target string) i
 var fast = couriers.Backoff{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}
 
 func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
-	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
 		st := open(t)
 		s := newProject(t, st)
 		ids := appendN(t, st, s, 250) // more than one batch, three repositories
@@ -230,7 +230,7 @@ func TestRunnerDeliversEveryRecordToEveryTargetOnce(t *testing.T) {
 }
 
 func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
-	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
 		st := open(t)
 		ctx := context.Background()
 		s := newProject(t, st)
@@ -259,7 +259,7 @@ func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
 // more than their share of the limits: total and per-host concurrency stay
 // within their bounds while they hang.
 func TestSlowTargetsDoNotDelayOthers(t *testing.T) {
-	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
 		st := open(t)
 		p1, p2 := newProject(t, st), newProject(t, st)
 		rec := newRecorder(st, "fast", "slow1", "slow2", "slow3")
@@ -587,12 +587,17 @@ func TestIdleRunnersWriteByLeasesNotProjects(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		const ttl = 6 * time.Second // a renewal every 2 s
+		// A renewal every 20 minutes of fake time. The database's lease
+		// expiry is its real clock, and the fake clock stands still while
+		// the runners take and load 3,000 leases: an hour outlasts that on
+		// any machine. Projects are listed and reloaded only at the start
+		// (Refresh), as with the default 30 s in a 6 s window.
+		const ttl = time.Hour
 		var runners []*couriers.Runner
 		for _, name := range []string{"export", "websub", "matrix"} {
 			rec := newRecorder(st, "t")
 			rec.name = name
-			r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: ttl})
+			r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: ttl, Refresh: 24 * time.Hour})
 			runners = append(runners, r)
 			start(t, r)
 		}
@@ -603,8 +608,8 @@ func TestIdleRunnersWriteByLeasesNotProjects(t *testing.T) {
 			}
 		}
 		before, t0 := st.writes.Load(), time.Now()
-		time.Sleep(6 * time.Second) // fake time: the measured window, idle
-		synctest.Wait()             // the renewals due at its last instant are done
+		time.Sleep(ttl) // fake time: the measured window, idle
+		synctest.Wait() // the renewals due at its last instant are done
 		writes, window := st.writes.Load()-before, time.Since(t0)
 		bound := 3 * (window.Seconds()/(ttl/3).Seconds() + 1) // one renewal per courier per interval
 		t.Logf("idle: %d courier write transactions in %v for %d projects × 3 couriers; bound %.0f", writes, window, projects, bound)
@@ -684,7 +689,7 @@ func TestExportWritesRecordJSONLines(t *testing.T) {
 // exactly the batch that failed, even when records arrived meanwhile, so
 // a retried delivery is the same bytes; the new records follow.
 func TestRetryResendsTheFailedBatch(t *testing.T) {
-	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
+	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
 		st := open(t)
 		s := newProject(t, st)
 		first := appendN(t, st, s, 3)
@@ -895,7 +900,7 @@ func TestFanOutStartsBoundedWorkers(t *testing.T) {
 			}
 		}
 		base := runtime.NumGoroutine()
-		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: 5 * time.Second, Concurrency: 4, Backoff: fast})
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: time.Minute, Concurrency: 4, Backoff: fast})
 		start(t, r)
 		appendN(t, st, s, 1)
 		synctest.Wait() // the scheduler has started all it will
@@ -908,7 +913,7 @@ func TestFanOutStartsBoundedWorkers(t *testing.T) {
 		close(release)
 		synctest.Wait()
 		if got := len(rec.snapshot()); got != n {
-			t.Fatalf("%d targets delivered to, want %d", got, n)
+			t.Fatalf("%d targets delivered to, want %d; status %+v", got, n, r.Status())
 		}
 	})
 }
