@@ -358,7 +358,7 @@ func TestBackoffIsDurable(t *testing.T) {
 		if n := rec.attemptsOf("dead"); n != 1 {
 			t.Fatalf("restarted runner attempted %d deliveries during the backoff", n)
 		}
-		time.Sleep(2 * time.Minute) // past the recorded retry time
+		time.Sleep(2 * time.Minute) // fake time: past the recorded retry time
 		synctest.Wait()
 		if n := rec.attemptsOf("dead"); n != 2 {
 			t.Fatalf("%d attempts once the recorded backoff ended, want 2", n)

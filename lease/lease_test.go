@@ -219,7 +219,7 @@ func TestSingleRunsWorkOnOneHolder(t *testing.T) {
 			t.Fatal("the holder stopped running the job while it holds the lease")
 		}
 		stops[first]()
-		time.Sleep(ttl / 3) // the other's next renewal interval
+		time.Sleep(ttl / 3) // fake time: the other's next renewal interval
 		synctest.Wait()
 		select {
 		case i := <-started:

@@ -273,10 +273,10 @@ func TestRunPacesPasses(t *testing.T) {
 			t.Fatalf("start-up: integrations %v, want the 3 stored records at once", steps)
 		}
 		// 20 appends, at 25 ms + 50 ms × k: five in each of the next four paces.
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond) // fake time
 		for range 20 {
 			appendN(t, s, sg, 1)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // fake time
 		}
 		synctest.Wait()
 		want := []integration{{t0, 3}}
@@ -327,7 +327,7 @@ func TestRunRetriesAFailedProjectEverySecond(t *testing.T) {
 		t0 := time.Now()
 		got, stop := runOnFakeTime(t, s, sequencer.Options{PublicURL: "https://relay.test", Key: key}, p)
 		defer stop()
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // fake time
 		want := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)}
 		s.mu.Lock()
 		attempts := s.attempts
