@@ -10,7 +10,6 @@ import (
 	"github.com/acrelay/acrelay/couriers"
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/internal/teststore"
-	"github.com/acrelay/acrelay/store"
 	"github.com/acrelay/acrelay/store/storetest"
 )
 
@@ -93,9 +92,9 @@ func TestIdleHoldersOnPostgresWriteByLeases(t *testing.T) {
 // TestDeliveryNeverOutlivesItsLease: a Deliver that blocks is cut at the
 // safe time of the lease it started under, not at DeliveryTimeout: its
 // context's deadline is before the lease expires by the database clock,
-// though the delivery timeout is an hour.
+// though the delivery timeout is an hour. On SQLite on fake time.
 func TestDeliveryNeverOutlivesItsLease(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
+	teststore.EnginesOnFakeTime(t, func(t *testing.T, open teststore.Open) {
 		st := open(t)
 		s := newProject(t, st)
 		appendN(t, st, s, 1)

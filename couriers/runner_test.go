@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/acrelay/acrelay/couriers"
@@ -314,43 +315,128 @@ func TestSlowTargetsDoNotDelayOthers(t *testing.T) {
 	})
 }
 
-// TestBackoffIsDurable: a target's backoff survives a restart: the next
-// process neither hammers the dead target nor forgets it.
+// TestBackoffIsDurable, on fake time (testing/synctest): a target's
+// backoff survives a restart: the next process neither hammers the dead
+// target nor forgets it, and retries it when the backoff the first one
+// recorded ends. (SQLite: the durable state is the store suite's on both
+// engines; what is tested here is the Runner's use of it.)
 func TestBackoffIsDurable(t *testing.T) {
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := open(t)
+	synctest.Test(t, func(t *testing.T) {
+		st := teststore.SQLite(t)
 		s := newProject(t, st)
 		appendN(t, st, s, 3)
 		rec := newRecorder(st, "dead")
 		rec.hook = func(context.Context, string, couriers.Target) error { return errors.New("connection refused") }
 		hour := couriers.Backoff{Initial: time.Hour, Max: 2 * time.Hour}
-		opts := couriers.Options{Holder: "first", LeaseTTL: time.Second, Refresh: 20 * time.Millisecond, Backoff: hour}
+		opts := couriers.Options{Holder: "first", LeaseTTL: time.Minute, Backoff: hour}
 		stop := start(t, couriers.NewRunner(st, rec, opts))
-		waitFor(t, "one attempt", func() bool { return rec.attemptsOf("dead") == 1 })
-		var state store.TargetState
-		waitFor(t, "the failure recorded", func() bool {
-			states, _ := st.TargetStates(context.Background(), "recorder", s.ProjectID)
-			if len(states) == 1 {
-				state = states[0]
-			}
-			return state.Failures == 1
-		})
-		if state.RetryIn < 29*time.Minute || state.LastError != "connection refused" || state.ReceivedSeq != 0 {
-			t.Fatalf("state %+v: want retry in 30–60 min", state)
+		synctest.Wait() // the first attempt has failed and its failure is recorded
+		if n := rec.attemptsOf("dead"); n != 1 {
+			t.Fatalf("%d attempts, want 1", n)
+		}
+		states, err := st.TargetStates(context.Background(), "recorder", s.ProjectID)
+		if err != nil || len(states) != 1 {
+			t.Fatalf("target states %v, %v", states, err)
+		}
+		state := states[0]
+		if state.Failures != 1 || state.RetryIn < 29*time.Minute || state.RetryIn > time.Hour || state.LastError != "connection refused" || state.ReceivedSeq != 0 {
+			t.Fatalf("state %+v: want one failure, retry in 30–60 min", state)
 		}
 		stop()
 
 		opts.Holder = "second"
 		r2 := couriers.NewRunner(st, rec, opts)
 		start(t, r2)
-		waitFor(t, "the second runner's lease", func() bool { return r2.Status().Projects == 1 })
-		rec.waitRefreshes(t, 3)
+		synctest.Wait()
+		if got := r2.Status(); got.Projects != 1 || got.Failing != 1 || got.Behind != 3 {
+			t.Fatalf("restarted runner's status %+v: want the project, failing, 3 behind", got)
+		}
+		// The second runner read what is left of the backoff a little
+		// later by the database's real clock than the state above: a
+		// minute's margin on each side covers any machine.
+		time.Sleep(state.RetryIn - time.Minute) // fake time: the backoff but its last minute
 		if n := rec.attemptsOf("dead"); n != 1 {
 			t.Fatalf("restarted runner attempted %d deliveries during the backoff", n)
 		}
-		if got := r2.Status(); got.Failing != 1 || got.Behind != 3 {
-			t.Fatalf("status %+v", got)
+		time.Sleep(2 * time.Minute) // fake time: past the recorded retry time
+		synctest.Wait()
+		if n := rec.attemptsOf("dead"); n != 2 {
+			t.Fatalf("%d attempts once the recorded backoff ended, want 2", n)
 		}
+	})
+}
+
+// TestRetriesWaitTheirBackoff, on fake time (testing/synctest): a target
+// that keeps failing is retried when each backoff ends — never before its
+// floor, never after its ceiling — the ceiling doubling from Initial up to
+// Max; a target whose courier names the wait (RetryAfterError) is retried
+// exactly that long after each failure; a target that delivers is not
+// held up by either. The due-heap keeps the two waiting targets apart,
+// each on its own due times.
+func TestRetriesWaitTheirBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := teststore.SQLite(t)
+		s := newProject(t, st)
+		appendN(t, st, s, 2)
+		rec := newRecorder(st, "down", "paced", "up")
+		var mu sync.Mutex
+		attempts := map[string][]time.Time{}
+		const retryAfter = 90 * time.Second
+		rec.hook = func(_ context.Context, _ string, tg couriers.Target) error {
+			mu.Lock()
+			attempts[tg.ID] = append(attempts[tg.ID], time.Now())
+			mu.Unlock()
+			switch tg.ID {
+			case "down":
+				return errors.New("connection refused")
+			case "paced":
+				return &couriers.RetryAfterError{After: retryAfter, Err: errors.New("429 too many requests")}
+			}
+			return nil
+		}
+		b := couriers.Backoff{Initial: time.Minute, Max: 4 * time.Minute}
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: time.Minute, Backoff: b})
+		t0 := time.Now()
+		stop := start(t, r)
+		const window = 29 * time.Minute
+		time.Sleep(window) // fake time
+		end := time.Now()
+		stop()
+
+		mu.Lock()
+		defer mu.Unlock()
+		// The store keeps the time of the next attempt by the database's
+		// real clock and reports what is left of it, in milliseconds, a
+		// moment after writing it: a retry may come early by the real
+		// time between the two statements (tens of milliseconds under
+		// -race on a loaded machine), never late but for rounding.
+		const slack, rounding = time.Second, time.Millisecond
+		if up := attempts["up"]; len(up) != 1 || up[0].Sub(t0) > time.Second || rec.count("up:") != 2 {
+			t.Fatalf("the delivering target: attempts at %v, %d records; want one attempt at the start, 2 records", up, rec.count("up:"))
+		}
+		down := attempts["down"]
+		if len(down) < 2 || down[0].Sub(t0) > time.Second {
+			t.Fatalf("the failing target's attempts %v: want the first at the start, then retries", down)
+		}
+		for i := 1; i < len(down); i++ {
+			ceiling := min(b.Initial<<(i-1), b.Max)
+			if d := down[i].Sub(down[i-1]); d < ceiling/2-slack || d > ceiling+rounding {
+				t.Fatalf("retry %d of the failing target came %v after the failure, want within [%v, %v]", i, d, ceiling/2, ceiling)
+			}
+		}
+		if last := end.Sub(down[len(down)-1]); last > b.Max {
+			t.Fatalf("no retry in the last %v of the window, want one at least every %v", last, b.Max)
+		}
+		paced := attempts["paced"]
+		if want := 1 + int(window/retryAfter); len(paced) != want {
+			t.Fatalf("the paced target was attempted %d times in %v, want %d (one every %v)", len(paced), window, want, retryAfter)
+		}
+		for i := 1; i < len(paced); i++ {
+			if d := paced[i].Sub(paced[i-1]); d < retryAfter-slack || d > retryAfter+rounding {
+				t.Fatalf("retry %d of the paced target came %v after the failure, want %v", i, d, retryAfter)
+			}
+		}
+		t.Logf("in %v of fake time: %d attempts of the failing target, %d of the paced one", window, len(down), len(paced))
 	})
 }
 
@@ -489,47 +575,50 @@ func TestTargetGoneIsForgotten(t *testing.T) {
 	})
 }
 
-// TestIdleRunnersWriteByLeasesNotProjects: with 1,000 projects, three
-// couriers and nothing appended, the store's write transactions per second
-// are bounded by the lease renewals (one per courier per third of the
-// lease), not by the number of projects.
+// TestIdleRunnersWriteByLeasesNotProjects, on fake time (testing/
+// synctest): with 1,000 projects, three couriers and nothing appended,
+// the store's write transactions per second are bounded by the lease
+// renewals (one per courier per third of the lease), not by the number
+// of projects. SQLite: on PostgreSQL the same bound is
+// TestIdleHoldersOnPostgresWriteByLeases's, with three processes.
 func TestIdleRunnersWriteByLeasesNotProjects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 1,000 projects")
 	}
-	engines(t, func(t *testing.T, open func(*testing.T) store.Store) {
-		st := &faultyStore{Store: open(t)}
+	synctest.Test(t, func(t *testing.T) {
+		st := &faultyStore{Store: teststore.SQLite(t)}
 		const projects = 1000
 		for range projects {
 			if _, err := st.CreateProject(context.Background(), storetest.NewUUID()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		// A renewal every 2 s; each keeper call may take up to a fifth of
-		// the lease (1.2 s) on a loaded test machine.
-		const ttl = 6 * time.Second
+		// A renewal every 20 minutes of fake time. The database's lease
+		// expiry is its real clock, and the fake clock stands still while
+		// the runners take and load 3,000 leases: an hour outlasts that on
+		// any machine. Projects are listed and reloaded only at the start
+		// (Refresh), as with the default 30 s in a 6 s window.
+		const ttl = time.Hour
 		var runners []*couriers.Runner
 		for _, name := range []string{"export", "websub", "matrix"} {
 			rec := newRecorder(st, "t")
 			rec.name = name
-			r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: ttl})
+			r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h", LeaseTTL: ttl, Refresh: 24 * time.Hour})
 			runners = append(runners, r)
 			start(t, r)
 		}
-		waitFor(t, "every lease held", func() bool {
-			for _, r := range runners {
-				if s := r.Status(); s.Projects != projects || s.Targets != projects {
-					return false
-				}
+		synctest.Wait() // every lease taken, every project loaded
+		for _, r := range runners {
+			if s := r.Status(); s.Projects != projects || s.Targets != projects {
+				t.Fatalf("status %+v: want every lease held, every target loaded", s)
 			}
-			return true
-		})
+		}
 		before, t0 := st.writes.Load(), time.Now()
-		time.Sleep(6 * time.Second) // the measured window: idle
+		time.Sleep(ttl) // fake time: the measured window, idle
+		synctest.Wait() // the renewals due at its last instant are done
 		writes, window := st.writes.Load()-before, time.Since(t0)
-		perSecond := float64(writes) / window.Seconds()
 		bound := 3 * (window.Seconds()/(ttl/3).Seconds() + 1) // one renewal per courier per interval
-		t.Logf("idle: %d courier write transactions in %v (%.1f/s) for %d projects × 3 couriers; bound %.0f", writes, window.Round(time.Millisecond), perSecond, projects, bound)
+		t.Logf("idle: %d courier write transactions in %v for %d projects × 3 couriers; bound %.0f", writes, window, projects, bound)
 		if float64(writes) > bound {
 			t.Fatalf("%d write transactions in %v, want at most %.0f (one renewal per courier per %v)", writes, window, bound, ttl/3)
 		}
@@ -791,37 +880,46 @@ func TestSlowLoadDoesNotStallDispatch(t *testing.T) {
 
 // A fan-out to 2,000 targets (each on its own host) starts at most
 // 4 × Concurrency (at least 64) workers at once, not one goroutine per
-// target waiting for a slot; every target is still delivered to.
+// target waiting for a slot; every target is still delivered to. In a
+// synctest bubble, so that "the scheduler has started all it will" is
+// synctest.Wait, not a guess at how long that takes.
 func TestFanOutStartsBoundedWorkers(t *testing.T) {
-	st := teststore.SQLite(t)
-	s := newProject(t, st)
-	const n = 2000
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("t%04d", i)
-	}
-	rec := newRecorder(st, ids...)
-	release := make(chan struct{})
-	var inFlight atomic.Int64
-	rec.hook = func(ctx context.Context, _ string, _ couriers.Target) error {
-		inFlight.Add(1)
-		defer inFlight.Add(-1)
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		st := teststore.SQLite(t)
+		s := newProject(t, st)
+		const n = 2000
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("t%04d", i)
 		}
-	}
-	base := runtime.NumGoroutine()
-	r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: 5 * time.Second, Concurrency: 4, Backoff: fast})
-	start(t, r)
-	appendN(t, st, s, 1)
-	waitFor(t, "4 deliveries in flight", func() bool { return inFlight.Load() == 4 })
-	time.Sleep(200 * time.Millisecond) // the scheduler has started all it will
-	if grown := runtime.NumGoroutine() - base; grown > 64+40 {
-		t.Fatalf("%d goroutines more than before the runner, want ≤ 64 workers + 40", grown)
-	}
-	close(release)
-	waitFor(t, "every target delivered", func() bool { return len(rec.snapshot()) == n })
+		rec := newRecorder(st, ids...)
+		release := make(chan struct{})
+		var inFlight atomic.Int64
+		rec.hook = func(ctx context.Context, _ string, _ couriers.Target) error {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		base := runtime.NumGoroutine()
+		r := couriers.NewRunner(st, rec, couriers.Options{Holder: "h1", LeaseTTL: time.Minute, Concurrency: 4, Backoff: fast})
+		start(t, r)
+		appendN(t, st, s, 1)
+		synctest.Wait() // the scheduler has started all it will
+		if got := inFlight.Load(); got != 4 {
+			t.Fatalf("%d deliveries in flight, want Concurrency 4", got)
+		}
+		if grown := runtime.NumGoroutine() - base; grown > 64+40 {
+			t.Fatalf("%d goroutines more than before the runner, want ≤ 64 workers + 40", grown)
+		}
+		close(release)
+		synctest.Wait()
+		if got := len(rec.snapshot()); got != n {
+			t.Fatalf("%d targets delivered to, want %d; status %+v", got, n, r.Status())
+		}
+	})
 }

@@ -779,10 +779,16 @@ func TestRevokedBeforeVerification(t *testing.T) {
 
 // TestRevokedCheckOnlyOnTheLeaseHolder: with several processes, only the
 // holder of the scan's relay-wide lease runs the periodic revoked-token
-// check; the others leave the subscription alone.
+// check; the others leave the subscription alone. The ten checks it
+// skips are counted (RevokedCheckHeld is asked at each), not guessed
+// from a sleep.
 func TestRevokedCheckOnlyOnTheLeaseHolder(t *testing.T) {
 	var held atomic.Bool
-	e := newEnv(t, hub.Options{RevokedCheck: 20 * time.Millisecond, RevokedCheckHeld: held.Load})
+	var asked atomic.Int64 // periodic checks that asked whether the lease is held
+	e := newEnv(t, hub.Options{RevokedCheck: 20 * time.Millisecond, RevokedCheckHeld: func() bool {
+		asked.Add(1)
+		return held.Load()
+	}})
 	e.run(e.h)
 	cb := newCallback(t)
 	tok := e.token(e.pid, store.ScopeRead)
@@ -791,7 +797,8 @@ func TestRevokedCheckOnlyOnTheLeaseHolder(t *testing.T) {
 	if err := e.st.RevokeToken(bg, tok); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // ten checks' worth, none of them ours
+	after := asked.Load()
+	eventually(t, "ten periodic checks after the revocation", func() bool { return asked.Load() >= after+10 })
 	if n := len(e.subscriptions(e.pid)); n != 1 {
 		t.Fatalf("a process without the scan's lease denied: %d subscriptions left", n)
 	}

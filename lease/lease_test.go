@@ -172,49 +172,64 @@ func TestKeeperReadsBeforeTaking(t *testing.T) {
 	})
 }
 
-// TestSingleRunsWorkOnOneHolder: of two processes, only the holder of a
-// relay-wide job runs it; when the holder stops, the other takes over.
+// TestSingleRunsWorkOnOneHolder, on fake time (testing/synctest, the
+// store opened in the bubble): of two processes, only the holder of a
+// relay-wide job runs it, through five renewal intervals; when the
+// holder stops, the other takes over at its next renewal interval (the
+// stopped one released the lease).
 func TestSingleRunsWorkOnOneHolder(t *testing.T) {
-	st := teststore.SQLite(t)
-	var running atomic.Int32
-	started := make(chan int, 2)
-	work := func(i int) func(ctx context.Context) error {
-		return func(ctx context.Context) error {
-			if n := running.Add(1); n != 1 {
-				t.Errorf("%d holders run the job at once", n)
+	synctest.Test(t, func(t *testing.T) {
+		st := teststore.SQLite(t)
+		var running atomic.Int32
+		started := make(chan int, 2)
+		work := func(i int) func(ctx context.Context) error {
+			return func(ctx context.Context) error {
+				if n := running.Add(1); n != 1 {
+					t.Errorf("%d holders run the job at once", n)
+				}
+				started <- i
+				<-ctx.Done()
+				running.Add(-1)
+				return nil
 			}
-			started <- i
-			<-ctx.Done()
-			running.Add(-1)
-			return nil
 		}
-	}
-	var stops [2]func()
-	for i := range 2 {
-		s := lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: &lease.Identity{ID: string(rune('a' + i))}, TTL: 600 * time.Millisecond})
-		stops[i] = run(t, func(ctx context.Context) error { s.RunDo(ctx, work(i)); return nil })
-	}
-	var first int
-	select {
-	case first = <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("timed out waiting for one holder to run the job")
-	}
-	// Five renewal intervals in which the other must not start it.
-	select {
-	case <-started:
-		t.Fatal("both processes ran the job")
-	case <-time.After(time.Second):
-	}
-	stops[first]()
-	select {
-	case i := <-started:
-		if i != 1-first {
-			t.Fatalf("process %d ran the job again after it stopped", i)
+		// A real minute in the database (its clock is real), a few
+		// seconds at most of real time for the test.
+		const ttl = time.Minute
+		var stops [2]func()
+		for i := range 2 {
+			s := lease.NewSingle(st, lease.Options{Name: "matrix-sync", Holder: &lease.Identity{ID: string(rune('a' + i))}, TTL: ttl})
+			stops[i] = run(t, func(ctx context.Context) error { s.RunDo(ctx, work(i)); return nil })
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("timed out waiting for the other process to take the job over")
-	}
+		synctest.Wait()
+		var first int
+		select {
+		case first = <-started:
+		default:
+			t.Fatal("neither process runs the job")
+		}
+		time.Sleep(5 * ttl / 3) // fake time: five renewal intervals in which the other must not start it
+		synctest.Wait()
+		select {
+		case <-started:
+			t.Fatal("both processes ran the job")
+		default:
+		}
+		if running.Load() != 1 {
+			t.Fatal("the holder stopped running the job while it holds the lease")
+		}
+		stops[first]()
+		time.Sleep(ttl / 3) // fake time: the other's next renewal interval
+		synctest.Wait()
+		select {
+		case i := <-started:
+			if i != 1-first {
+				t.Fatalf("process %d ran the job again after it stopped", i)
+			}
+		default:
+			t.Fatalf("the other process did not take the job over within a renewal interval (%v)", ttl/3)
+		}
+	})
 }
 
 type countingStore struct {

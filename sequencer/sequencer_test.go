@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	xtlog "golang.org/x/mod/sumdb/tlog"
@@ -199,4 +201,143 @@ func waitFor(t *testing.T, c <-chan report, project string, want int) {
 			t.Fatal(errors.New("no integration within 30 s"))
 		}
 	}
+}
+
+// integration is one OnIntegrate call and the (fake) time it came.
+type integration struct {
+	at     time.Time
+	leaves int
+}
+
+func (i integration) String() string {
+	return fmt.Sprintf("%d at %s", i.leaves, i.at.Format("15:04:05.000"))
+}
+
+func sameIntegrations(a, b []integration) bool {
+	return slices.EqualFunc(a, b, func(x, y integration) bool { return x.at.Equal(y.at) && x.leaves == y.leaves })
+}
+
+// runOnFakeTime starts s's Run in the bubble and returns the integrations
+// of project p so far (read after synctest.Wait) and a stop function.
+func runOnFakeTime(t *testing.T, st sequencer.Store, opt sequencer.Options, p string) (got func() []integration, stop func()) {
+	t.Helper()
+	var mu sync.Mutex
+	var steps []integration
+	opt.OnIntegrate = func(pid string, n int, _ []time.Duration) {
+		if pid != p {
+			t.Errorf("integrated %d leaves of %s, want only %s", n, pid, p)
+		}
+		mu.Lock()
+		steps = append(steps, integration{time.Now(), n})
+		mu.Unlock()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sequencer.New(st, opt).Run(rctx) }()
+	stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	got = func() []integration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]integration(nil), steps...)
+	}
+	return got, stop
+}
+
+// TestRunPacesPasses, on fake time (testing/synctest): appends arriving
+// every 50 ms are integrated once per Pace, each pass taking every
+// advance since the one before, so no record waits longer than Pace for
+// its checkpoint and a busy project costs one step per Pace, not one per
+// append. The passes come exactly at the pace's ends. (SQLite, opened in
+// the bubble; the PostgreSQL store's LISTEN never lets fake time move.)
+func TestRunPacesPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := teststore.SQLite(t)
+		key := newKey(t)
+		p := storetest.NewUUID()
+		if _, err := s.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		sg := storetest.NewSigner(t, p).Register(t, s)
+		appendN(t, s, sg, 3)
+		const pace = 250 * time.Millisecond
+		t0 := time.Now()
+		got, stop := runOnFakeTime(t, s, sequencer.Options{PublicURL: "https://relay.test", Key: key, Pace: pace}, p)
+		defer stop()
+		synctest.Wait()
+		if steps := got(); !sameIntegrations(steps, []integration{{t0, 3}}) {
+			t.Fatalf("start-up: integrations %v, want the 3 stored records at once", steps)
+		}
+		// 20 appends, at 25 ms + 50 ms × k: five in each of the next four paces.
+		time.Sleep(25 * time.Millisecond) // fake time
+		for range 20 {
+			appendN(t, s, sg, 1)
+			time.Sleep(50 * time.Millisecond) // fake time
+		}
+		synctest.Wait()
+		want := []integration{{t0, 3}}
+		for k := 1; k <= 4; k++ {
+			want = append(want, integration{t0.Add(time.Duration(k) * pace), 5})
+		}
+		if steps := got(); !sameIntegrations(steps, want) {
+			t.Fatalf("integrations (time, leaves)\n got %v\nwant %v", steps, want)
+		}
+		wantTree(t, s, key, p, 23)
+	})
+}
+
+// failingTree is a real store whose IntegrateTree fails while fail is
+// above zero, counting down: an integration step the database refuses.
+type failingTree struct {
+	store.Store
+	mu       sync.Mutex
+	fail     int
+	attempts []time.Time
+}
+
+func (f *failingTree) IntegrateTree(ctx context.Context, projectID string, oldSize int64, tiles []xtlog.Tile, data [][]byte, head store.TreeHead) error {
+	f.mu.Lock()
+	f.attempts = append(f.attempts, time.Now())
+	failing := f.fail > 0
+	f.fail--
+	f.mu.Unlock()
+	if failing {
+		return fmt.Errorf("integrate tree: %w", store.ErrUnavailable)
+	}
+	return f.Store.IntegrateTree(ctx, projectID, oldSize, tiles, data, head)
+}
+
+// TestRunRetriesAFailedProjectEverySecond, on fake time: a project whose
+// step fails is tried again a second later, without any advance to wake
+// the sequencer, until the step is stored.
+func TestRunRetriesAFailedProjectEverySecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &failingTree{Store: teststore.SQLite(t), fail: 2}
+		key := newKey(t)
+		p := storetest.NewUUID()
+		if _, err := s.CreateProject(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		sg := storetest.NewSigner(t, p).Register(t, s)
+		appendN(t, s, sg, 4)
+		t0 := time.Now()
+		got, stop := runOnFakeTime(t, s, sequencer.Options{PublicURL: "https://relay.test", Key: key}, p)
+		defer stop()
+		time.Sleep(10 * time.Second) // fake time
+		want := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)}
+		s.mu.Lock()
+		attempts := s.attempts
+		s.mu.Unlock()
+		if !slices.EqualFunc(attempts, want, time.Time.Equal) {
+			t.Fatalf("integration attempts at %v, want %v (then none: the third is stored)", attempts, want)
+		}
+		if steps := got(); !sameIntegrations(steps, []integration{{want[2], 4}}) {
+			t.Fatalf("integrations %v, want the 4 records at the third attempt", steps)
+		}
+		wantTree(t, s, key, p, 4)
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 
 	"github.com/acrelay/acrelay/internal/pgtest"
 	"github.com/acrelay/acrelay/store"
@@ -22,6 +23,23 @@ type Open func(t *testing.T) store.Store
 // Engines runs fn as subtests "sqlite" and "postgres".
 func Engines(t *testing.T, fn func(t *testing.T, open Open)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite) })
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.FreshDatabase(t)
+		fn(t, func(t *testing.T) store.Store { return Postgres(t, url) })
+	})
+}
+
+// EnginesOnFakeTime is Engines with the "sqlite" subtest on fake time:
+// fn runs inside a testing/synctest bubble and open opens the store
+// there, so its writer and connection goroutines are the bubble's (a
+// store opened outside the bubble answers on channels the bubble
+// refuses). "postgres" runs on the real clock: the PostgreSQL store's
+// LISTEN connection waits in a network read, which a bubble never counts
+// as durably blocked, so its fake time would never advance.
+func EnginesOnFakeTime(t *testing.T, fn func(t *testing.T, open Open)) {
+	t.Run("sqlite", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { fn(t, SQLite) })
+	})
 	t.Run("postgres", func(t *testing.T) {
 		url := pgtest.FreshDatabase(t)
 		fn(t, func(t *testing.T) store.Store { return Postgres(t, url) })
