@@ -457,16 +457,17 @@ func tableMain(in io.Reader, out io.Writer) error {
 	}
 	eps := func(r result) float64 { return r.EventsPerSecond }
 	cpu := func(r result) float64 { return r.ServerCPUMicros }
-	fmt.Fprintln(out, "| configuration | clients | events/s, median (per round) | server CPU per event, median (per round) | p50 / p99 ms (median) | errors |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| configuration | clients | events/s, median (per round) | server CPU per event, median (per round) | load generator CPU per event | p50 / p99 ms (median) | errors |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
 	for _, k := range order {
 		rs := rounds[k]
 		var e int64
 		for _, r := range rs {
 			e += r.Errors
 		}
-		fmt.Fprintf(out, "| %s | %d | %s (%s) | %.0f µs (%s) | %.2f / %.2f | %d |\n", k.label, k.clients,
+		fmt.Fprintf(out, "| %s | %d | %s (%s) | %.0f µs (%s) | %.0f µs | %.2f / %.2f | %d |\n", k.label, k.clients,
 			commas(median(rs, eps)), perRound(rs, eps, "%.0f"), median(rs, cpu), perRound(rs, cpu, "%.0f"),
+			median(rs, func(r result) float64 { return r.LoadCPUMicros }),
 			median(rs, func(r result) float64 { return r.P50Millis }), median(rs, func(r result) float64 { return r.P99Millis }), e)
 	}
 	fmt.Fprintln(out)
