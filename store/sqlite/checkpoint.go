@@ -35,10 +35,14 @@ const (
 	// negative cache_size (KiB). Every commit truncates the page cache,
 	// and SQLite (pcache1TruncateUnsafe) may walk the cache's whole hash
 	// table to do it: at 64 MiB that walk was 7% of the relay's CPU under
-	// load, against 1% at 8 MiB. Pages the cache misses come from the
-	// kernel's page cache with a read(2). (No mmap_size: a read error on a
-	// mapped page is a SIGBUS that kills the process, not an error.)
-	writerCacheKiB = -8 << 10
+	// load, 1–1.9% at 8 MiB, and out of the profile at 2 MiB, where
+	// pread(2) of missed pages rose from 1.0% to 1.9% (issue 36: relay CPU
+	// per event −5% by the medians of two A/B runs at 20,000 and 60,000
+	// events; docs/performance.md "Side by side with khatru"). Pages the
+	// cache misses come from the kernel's page cache with a read(2). (No
+	// mmap_size: a read error on a mapped page is a SIGBUS that kills the
+	// process, not an error.)
+	writerCacheKiB = -2 << 10
 )
 
 // checkpointLoop runs the WAL checkpoints on its own connection until

@@ -134,7 +134,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 
 // TestPragmas: the writer runs WAL with synchronous=FULL (a returned
 // append survives a machine crash), foreign keys on, a busy timeout, an
-// 8 MiB page cache and a 1 GiB memory map; the read pool refuses writes.
+// 2 MiB page cache and no memory map; the read pool refuses writes.
 func TestPragmas(t *testing.T) {
 	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "pragma.db"), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -143,7 +143,7 @@ func TestPragmas(t *testing.T) {
 	defer db.Close()
 	for _, tc := range []struct{ pragma, want string }{
 		{"journal_mode", "wal"}, {"synchronous", "2"}, {"foreign_keys", "1"}, {"busy_timeout", "5000"}, {"query_only", "0"},
-		{"cache_size", "-8192"}, {"mmap_size", "0"},
+		{"cache_size", "-2048"}, {"mmap_size", "0"},
 	} {
 		var got string
 		if err := db.w.QueryRow("PRAGMA " + tc.pragma).Scan(&got); err != nil || got != tc.want {
