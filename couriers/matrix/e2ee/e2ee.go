@@ -87,6 +87,9 @@ type Machine struct {
 	signed  chan struct{} // closed when the cross-signing step ended
 	xsigned atomic.Bool   // the device is cross-signed by the user's self-signing key
 	err     error         // setup's error, read after done
+	// xerr is why the cross-signing step failed (Status's detail), never
+	// a key.
+	xerr atomic.Pointer[string]
 
 	mach   *crypto.OlmMachine
 	cstore *crypto.SQLCryptoStore
@@ -143,6 +146,8 @@ func Open(ctx context.Context, opt Options) (matrix.Crypto, error) {
 		log.Info("matrix encryption: cross-signing the relay's device in the background")
 		if err := m.selfSign(bg, opt.Store); err != nil {
 			log.Warn("matrix encryption: the relay's device is not cross-signed: clients that exclude unverified devices send it no room keys", "err", err)
+			why := err.Error()
+			m.xerr.Store(&why)
 			return
 		}
 		m.xsigned.Store(true)
@@ -176,12 +181,64 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		return errors.New("the user has cross-signing keys that this relay did not make and no recovery key is stored: sign the device from a client that holds them")
 	}
 	if m.opt.Password == "" {
-		return errors.New("publishing cross-signing keys needs the account password: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none")
+		return m.selfSignNoPassword(ctx, st)
 	}
 	rk, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(ctx, m.opt.Password, "")
 	if err != nil {
 		return fmt.Errorf("publish cross-signing keys: %w", err)
 	}
+	if _, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return rk, nil }); err != nil {
+		return fmt.Errorf("store the recovery key: %w", err)
+	}
+	if m.opt.PrintRecoveryKey != nil {
+		m.opt.PrintRecoveryKey(rk)
+	}
+	if err := mach.SignOwnDevice(ctx, mach.OwnIdentity()); err != nil {
+		return fmt.Errorf("sign the device: %w", err)
+	}
+	return mach.SignOwnMasterKey(ctx)
+}
+
+// errPasswordNeeded: the homeserver asked for user-interactive auth to
+// publish the first cross-signing keys and the relay has no password.
+var errPasswordNeeded = errors.New("the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none, so its device stays not cross-signed on this homeserver")
+
+// selfSignNoPassword makes and publishes the user's first cross-signing
+// keys without a password, where the homeserver allows it (MSC3967: no
+// user-interactive auth while the user has no master key; Synapse does,
+// Dendrite 0.13.8 answers 401 with a password stage): the public keys are
+// published first, so a homeserver that refuses leaves nothing behind
+// (no secret-storage key in the account data); then the private keys go
+// to secret storage under a new recovery key, which is stored, printed
+// once (Options.PrintRecoveryKey), and the device and the master key are
+// signed. Errors: errPasswordNeeded (the homeserver's 401), the
+// homeserver's other refusals, the store's.
+func (m *Machine) selfSignNoPassword(ctx context.Context, st store.MatrixCrypto) error {
+	mach := m.mach
+	keys, err := mach.GenerateCrossSigningKeys()
+	if err != nil {
+		return err
+	}
+	if err := mach.PublishCrossSigningKeys(ctx, keys, nil); err != nil {
+		if herr, ok := errors.AsType[mautrix.HTTPError](err); ok && herr.IsStatus(http.StatusUnauthorized) {
+			return errPasswordNeeded
+		}
+		return fmt.Errorf("publish cross-signing keys: %w", err)
+	}
+	// From here the user has cross-signing keys: until the recovery key
+	// is stored a failure leaves keys the relay cannot read back (the
+	// warning at the next start says so).
+	key, err := mach.SSSS.GenerateAndUploadKey(ctx, "")
+	if err != nil {
+		return fmt.Errorf("make the secret-storage key: %w", err)
+	}
+	if err := mach.UploadCrossSigningKeysToSSSS(ctx, key, keys); err != nil {
+		return fmt.Errorf("store the cross-signing keys in secret storage: %w", err)
+	}
+	if err := mach.SSSS.SetDefaultKeyID(ctx, key.ID); err != nil {
+		return fmt.Errorf("mark the secret-storage key default: %w", err)
+	}
+	rk := key.RecoveryKey()
 	if _, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return rk, nil }); err != nil {
 		return fmt.Errorf("store the recovery key: %w", err)
 	}
@@ -733,6 +790,9 @@ func (m *Machine) Status(ctx context.Context) matrix.CryptoStatus {
 		st.Detail = "ready; the device is cross-signed by the relay's user"
 	} else {
 		st.Detail = "ready; the device is not cross-signed (clients that exclude unverified devices send it no keys)"
+		if why := m.xerr.Load(); why != nil {
+			st.Detail += ": " + *why
+		}
 	}
 	return st
 }
