@@ -286,7 +286,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		// one driving the device decrypts, when answering.
 		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st}}
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st, Appservice: reg != nil}}
 	if cstore != nil {
 		m.binder.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
 			return e2ee.RelayDevice(ctx, cli, reg != nil, cstore)
