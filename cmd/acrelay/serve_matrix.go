@@ -195,7 +195,9 @@ func cryptoStore(st store.Store, log *slog.Logger) store.MatrixCrypto {
 // the store; its setup (keys upload) runs in the background.
 func (m *matrixServices) underCrypto(ctx context.Context) error {
 	dev := m.cli
+	var asCli *mautrix.Client // the application service's own client, for cross-signing keys (e2ee.Options.Appservice)
 	if m.reg != nil {
+		asCli = m.cli
 		// Application-service mode: a device of the sender's own, from
 		// m.login.application_service, with its own /sync (SyncDevice;
 		// Synapse pushes its traffic instead: appserviceSink).
@@ -208,6 +210,7 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
 		OnRefused:       func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
 		Password:        m.password,
+		Appservice:      asCli,
 		SessionReceived: m.inbox.KeyArrived,
 		PrintRecoveryKey: func(rk string) {
 			if m.out != nil {

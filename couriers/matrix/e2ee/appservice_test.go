@@ -264,3 +264,78 @@ func testEncryptedRoomAppserviceXS(t *testing.T, startHS hstest.Start, xs xsWant
 	appendN(2)
 	alice.WaitRoom(t, room, asUser, signer.Pub, ids)
 }
+
+// TestCrossSignedAppserviceLostStoreSynapse: an application service whose
+// database was lost (a fresh store against the same homeserver user)
+// finds the user's cross-signing keys and no recovery key for them: the
+// new device is cross-signed all the same, with new keys published with
+// the application service's token (Synapse asks an application service
+// for no password to replace them), a new recovery key stored and printed
+// once; the first device no longer carries a valid self-signing
+// signature (the keys were replaced, not reused).
+func TestCrossSignedAppserviceLostStoreSynapse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a homeserver; skipped with -short")
+	}
+	var push sink
+	reg := appservice.CreateRegistration()
+	reg.ID, reg.SenderLocalpart = "acrelay", "acrelay"
+	reg.AppToken, reg.ServerToken = hexToken(), hexToken()
+	reg.Namespaces.UserIDs.Register(regexp.MustCompile(`@acrelay:acrelay\.test`), true)
+	as := httptest.NewServer(relay.AppserviceHandler(reg.ServerToken, &push, nil))
+	t.Cleanup(as.Close)
+	reg.URL = as.URL
+	y, err := reg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := startSynapse(t, hstest.Options{AppserviceYAML: y})
+	asUser := hs.UserID("acrelay")
+	asCli, err := matrix.NewClient(hs.HomeserverURL(), asUser, reg.AppToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// signFresh starts the relay's device on a fresh store and waits for
+	// its cross-signing.
+	signFresh := func() (id.DeviceID, string) {
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "acrelay.db"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		devCli, err := e2ee.AppserviceDevice(ctx, asCli, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var printed []string
+		cr, err := e2ee.Open(ctx, e2ee.Options{Client: devCli, Store: st, Logger: log, Appservice: asCli,
+			PrintRecoveryKey: func(rk string) { printed = append(printed, rk) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := cr.(*e2ee.Machine)
+		defer m.Close()
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if !m.CrossSigned(wctx) {
+			t.Fatalf("device %s not cross-signed: %+v", devCli.DeviceID, m.Status(ctx))
+		}
+		rk, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return "", errors.New("none stored") })
+		if err != nil || len(printed) != 1 || printed[0] != rk || rk == "" {
+			t.Fatalf("recovery key stored %v, printed %d times (want stored, once)", err, len(printed))
+		}
+		if f := matrix.CheckAppserviceDeviceKeys(ctx, asCli, asUser, devCli.DeviceID); f.Status != matrix.StatusOK {
+			t.Fatalf("doctor: %+v, want ok", f)
+		}
+		return devCli.DeviceID, rk
+	}
+	first, rk1 := signFresh()
+	second, rk2 := signFresh()
+	if first == second || rk1 == rk2 {
+		t.Fatalf("the second store reused device %s / the recovery key", second)
+	}
+	if f := matrix.CheckAppserviceDeviceKeys(ctx, asCli, asUser, first); f.Status != matrix.StatusWarn {
+		t.Fatalf("the first device after the keys were replaced: %+v, want warn (not cross-signed)", f)
+	}
+}

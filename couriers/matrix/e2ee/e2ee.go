@@ -23,6 +23,7 @@ import (
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/crypto/signatures"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 	"maunium.net/go/mautrix/sqlstatestore"
@@ -63,6 +64,13 @@ type Options struct {
 	// (self_sign); "" skips making them (a device already signed, or
 	// signable with the stored recovery key, is still handled).
 	Password string
+	// Appservice, in application-service mode, is the application
+	// service's own client (its as_token, the sender user): where the
+	// sender already has cross-signing keys that no stored recovery key
+	// opens (a lost database), new ones are published with it, which
+	// Synapse takes without user-interactive auth from an application
+	// service. Nil in bot mode: such keys are left as they are.
+	Appservice *mautrix.Client
 	// PrintRecoveryKey, when set, is given the cross-signing recovery key
 	// once, when it is made (serve prints it like the first start's
 	// tokens); it is also kept in the store (store.MatrixRecoveryKey) and
@@ -177,11 +185,14 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		return mach.VerifyWithRecoveryKey(ctx, rk)
 	} else if !errors.Is(err, errNoRecoveryKey) {
 		return err
-	} else if hasKeys {
+	} else if hasKeys && m.opt.Appservice == nil {
 		return errors.New("the user has cross-signing keys that this relay did not make and no recovery key is stored: sign the device from a client that holds them")
+	} else if hasKeys {
+		m.log.Warn("matrix encryption: the application service's user has cross-signing keys and no recovery key for them is stored (a lost database?): replacing them with the application service's token")
+		return m.selfSignNoPassword(ctx, st, m.opt.Appservice)
 	}
 	if m.opt.Password == "" {
-		return m.selfSignNoPassword(ctx, st)
+		return m.selfSignNoPassword(ctx, st, nil)
 	}
 	rk, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(ctx, m.opt.Password, "")
 	if err != nil {
@@ -211,15 +222,27 @@ var errPasswordNeeded = errors.New("the homeserver asks for the account password
 // (no secret-storage key in the account data); then the private keys go
 // to secret storage under a new recovery key, which is stored, printed
 // once (Options.PrintRecoveryKey), and the device and the master key are
-// signed. Errors: errPasswordNeeded (the homeserver's 401), the
+// signed. With as (the application service's client) the keys replace
+// the user's existing ones, published with the application service's
+// token (Synapse asks an application service for no user-interactive
+// auth). Errors: errPasswordNeeded (the homeserver's 401), the
 // homeserver's other refusals, the store's.
-func (m *Machine) selfSignNoPassword(ctx context.Context, st store.MatrixCrypto) error {
+func (m *Machine) selfSignNoPassword(ctx context.Context, st store.MatrixCrypto, as *mautrix.Client) error {
 	mach := m.mach
 	keys, err := mach.GenerateCrossSigningKeys()
 	if err != nil {
 		return err
 	}
-	if err := mach.PublishCrossSigningKeys(ctx, keys, nil); err != nil {
+	publish := func() error { return mach.PublishCrossSigningKeys(ctx, keys, nil) }
+	if as != nil {
+		publish = func() error {
+			if err := publishWith(ctx, as, m.cli.UserID, keys); err != nil {
+				return err
+			}
+			return mach.ImportCrossSigningKeys(keys.Seeds())
+		}
+	}
+	if err := publish(); err != nil {
 		if herr, ok := errors.AsType[mautrix.HTTPError](err); ok && herr.IsStatus(http.StatusUnauthorized) {
 			return errPasswordNeeded
 		}
@@ -249,6 +272,29 @@ func (m *Machine) selfSignNoPassword(ctx context.Context, st store.MatrixCrypto)
 		return fmt.Errorf("sign the device: %w", err)
 	}
 	return mach.SignOwnMasterKey(ctx)
+}
+
+// publishWith publishes keys, the public cross-signing keys of user,
+// through cli (the application service's token): the self-signing and
+// user-signing keys signed by the master key (the device signs the master
+// key afterwards, SignOwnMasterKey). Errors: the homeserver's.
+func publishWith(ctx context.Context, cli *mautrix.Client, user id.UserID, keys *crypto.CrossSigningKeysCache) error {
+	master := keys.MasterKey.PublicKey()
+	key := func(usage id.CrossSigningUsage, pub id.Ed25519) mautrix.CrossSigningKeys {
+		return mautrix.CrossSigningKeys{UserID: user, Usage: []id.CrossSigningUsage{usage},
+			Keys: map[id.KeyID]id.Ed25519{id.NewKeyID(id.KeyAlgorithmEd25519, pub.String()): pub}}
+	}
+	req := &mautrix.UploadCrossSigningKeysReq[any]{Master: key(id.XSUsageMaster, master),
+		SelfSigning: key(id.XSUsageSelfSigning, keys.SelfSigningKey.PublicKey()),
+		UserSigning: key(id.XSUsageUserSigning, keys.UserSigningKey.PublicKey())}
+	for _, k := range []*mautrix.CrossSigningKeys{&req.SelfSigning, &req.UserSigning} {
+		sig, err := keys.MasterKey.SignJSON(*k)
+		if err != nil {
+			return err
+		}
+		k.Signatures = signatures.NewSingleSignature(user, id.KeyAlgorithmEd25519, master.String(), sig)
+	}
+	return cli.UploadCrossSigningKeys(ctx, req, nil)
 }
 
 // deviceSigned asks the homeserver whether the relay's device carries a
