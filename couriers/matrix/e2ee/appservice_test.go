@@ -157,7 +157,7 @@ func testEncryptedRoomAppserviceXS(t *testing.T, startHS hstest.Start, xs xsWant
 			t.Fatalf("a restart made a new device %s (was %s)", devCli.DeviceID, device)
 		}
 		device = devCli.DeviceID
-		cr, err := e2ee.Open(ctx, e2ee.Options{Client: devCli, Store: st, Logger: log,
+		cr, err := e2ee.Open(ctx, e2ee.Options{Client: devCli, Store: st, Logger: log, Appservice: asCli,
 			PrintRecoveryKey: func(rk string) { printed = append(printed, rk) }})
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ func testEncryptedRoomAppserviceXS(t *testing.T, startHS hstest.Start, xs xsWant
 				t.Fatalf("status %+v", cs)
 			}
 		case xsRefused:
-			want := "ready; the device is not cross-signed (clients that exclude unverified devices send it no keys): the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none, so its device stays not cross-signed on this homeserver"
+			want := "ready; the device is not cross-signed (clients that exclude unverified devices send it no keys): the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys, which an application service has not: its device stays not cross-signed on this homeserver (a bot with --matrix-password-file can be)"
 			if cs := m.Status(ctx); xsigned || cs.CrossSigned || cs.Detail != want || len(printed) != 0 {
 				t.Fatalf("status %+v, printed %d recovery keys; want not cross-signed, detail %q, none printed", cs, len(printed), want)
 			}

@@ -191,6 +191,9 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		m.log.Warn("matrix encryption: the application service's user has cross-signing keys and no recovery key for them is stored (a lost database?): replacing them with the application service's token")
 		return m.selfSignNoPassword(ctx, st, m.opt.Appservice)
 	}
+	if m.opt.Password == "" && m.opt.Appservice == nil {
+		return errors.New("publishing cross-signing keys needs the account password: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE)")
+	}
 	if m.opt.Password == "" {
 		return m.selfSignNoPassword(ctx, st, nil)
 	}
@@ -210,12 +213,13 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 	return mach.SignOwnMasterKey(ctx)
 }
 
-// errPasswordNeeded: the homeserver asked for user-interactive auth to
-// publish the first cross-signing keys and the relay has no password.
-var errPasswordNeeded = errors.New("the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none, so its device stays not cross-signed on this homeserver")
+// errPasswordNeeded: the homeserver asked the application service for
+// user-interactive auth to publish the first cross-signing keys.
+var errPasswordNeeded = errors.New("the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys, which an application service has not: its device stays not cross-signed on this homeserver (a bot with --matrix-password-file can be)")
 
-// selfSignNoPassword makes and publishes the user's first cross-signing
-// keys without a password, where the homeserver allows it (MSC3967: no
+// selfSignNoPassword makes and publishes the application service user's
+// first cross-signing keys without a password, where the homeserver
+// allows it (MSC3967: no
 // user-interactive auth while the user has no master key; Synapse does,
 // Dendrite 0.13.8 answers 401 with a password stage): the public keys are
 // published first, so a homeserver that refuses leaves nothing behind
