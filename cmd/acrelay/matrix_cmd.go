@@ -166,7 +166,7 @@ func (c *matrixConfig) binder(ctx context.Context, st store.Store, needClient bo
 	if cli == nil {
 		return nil, errors.New("--create needs --matrix-homeserver and credentials")
 	}
-	b.Client = cli
+	b.Client, b.Appservice = cli, reg != nil
 	if b.CanEncrypt {
 		b.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
 			return e2ee.RelayDevice(ctx, cli, reg != nil, cs)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acrelay/acrelay/couriers/matrix"
 	"github.com/acrelay/acrelay/couriers/matrix/e2ee"
+	"github.com/acrelay/acrelay/store"
 )
 
 // newMatrixDoctorCmd is `acrelay matrix doctor`: what stands between the
@@ -124,7 +125,8 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 		return nil, err
 	}
 	// The relay takes part in encrypted rooms when built with -tags goolm
-	// and in bot mode (its device is the bot's access token's).
+	// (its device is the bot's access token's, or in application-service
+	// mode the one serve made and stored).
 	// Encryption findings are added for encrypted rooms only: the report
 	// of unencrypted rooms is as it always was.
 	canEncrypt := e2ee.Built
@@ -164,6 +166,14 @@ func matrixDoctor(ctx context.Context, l localCmd, mc matrixConfig, extraRooms [
 	}
 	if encrypted && canEncrypt && reg == nil {
 		add(matrix.CheckDeviceKeys(ctx, cli))
+	}
+	if cs, ok := st.(store.MatrixCrypto); ok && encrypted && canEncrypt && reg != nil {
+		// The application service's own device, as serve made and stored it.
+		if user, dev, err := e2ee.RelayDevice(ctx, cli, true, cs); err != nil {
+			add(matrix.Finding{Check: matrix.CheckDevice, Subject: cli.UserID.String(), Status: matrix.StatusWarn, Detail: "cannot read the application service's device from the store"})
+		} else {
+			add(matrix.CheckAppserviceDeviceKeys(ctx, cli, user, dev))
+		}
 	}
 	if len(seen) == 0 {
 		add(matrix.Finding{Check: matrix.CheckRoom, Status: matrix.StatusWarn, Detail: "no bound rooms in the store and no --room: nothing to post to yet"})

@@ -195,7 +195,9 @@ func cryptoStore(st store.Store, log *slog.Logger) store.MatrixCrypto {
 // the store; its setup (keys upload) runs in the background.
 func (m *matrixServices) underCrypto(ctx context.Context) error {
 	dev := m.cli
+	var asCli *mautrix.Client // the application service's own client, for cross-signing keys (e2ee.Options.Appservice)
 	if m.reg != nil {
+		asCli = m.cli
 		// Application-service mode: a device of the sender's own, from
 		// m.login.application_service, with its own /sync (SyncDevice;
 		// Synapse pushes its traffic instead: appserviceSink).
@@ -208,6 +210,7 @@ func (m *matrixServices) underCrypto(ctx context.Context) error {
 	cr, err := e2ee.Open(ctx, e2ee.Options{Client: dev, Store: m.cstore, Logger: m.log.With("component", "matrix-e2ee"),
 		OnRefused:       func(reason string, n int) { m.toDeviceRefused.WithLabelValues(reason).Add(float64(n)) },
 		Password:        m.password,
+		Appservice:      asCli,
 		SessionReceived: m.inbox.KeyArrived,
 		PrintRecoveryKey: func(rk string) {
 			if m.out != nil {
@@ -286,7 +289,7 @@ func openMatrix(ctx context.Context, c matrixConfig, st store.Store, public stri
 		// one driving the device decrypts, when answering.
 		inbox: &matrix.Inbox{Store: st, Ingest: ingest.New(st, ingest.Options{}), Client: cli, Logger: log, DeferDecrypt: reg != nil && cstore != nil,
 			OnUndecryptable: func(reason string) { undecryptable.WithLabelValues(reason).Inc() }},
-		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st}}
+		binder: &matrix.Binder{Store: st, Client: cli, Refresh: runner.Refresh, CanEncrypt: cstore != nil, Leases: st, Appservice: reg != nil}}
 	if cstore != nil {
 		m.binder.Device = func(ctx context.Context) (id.UserID, id.DeviceID, error) {
 			return e2ee.RelayDevice(ctx, cli, reg != nil, cstore)

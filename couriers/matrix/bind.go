@@ -58,6 +58,10 @@ type Binder struct {
 	// device id; "" while it has none) for Describe: the bot's access
 	// token's, or the application service's stored one.
 	Device func(ctx context.Context) (id.UserID, id.DeviceID, error)
+	// Appservice: the relay runs as an application service, whose device
+	// is cross-signed only where the homeserver takes the first
+	// cross-signing keys without a password (Describe's detail says so).
+	Appservice bool
 	// Leases, when set, reads the lease over the device (CryptoLease)
 	// for Describe.
 	Leases LeaseReader

@@ -66,11 +66,15 @@ type E2EEStatus struct {
 const (
 	DetailTakesPart      = "the relay takes part: it encrypts records, notices and replies and decrypts submissions"
 	DetailNotCrossSigned = "the relay takes part; its device is not cross-signed, so clients that exclude unverified devices send it no room keys"
-	DetailNoEncryption   = "this relay has no Matrix encryption (build with -tags goolm): nothing is sent to the room, never plaintext"
-	DetailNoDevice       = "the relay has no Matrix device yet (serve makes it within seconds of its start)"
-	DetailNoDeviceKeys   = "the relay's device has published no keys yet: members' clients cannot share room keys with it"
-	DetailLeaseFree      = "no relay process drives the device now (lease matrix-crypto is free): nothing is sent or read until one does"
-	DetailRoomUnknown    = "cannot read the room's m.room.encryption (the relay's user is not in the room, or the homeserver did not answer)"
+	// DetailNotCrossSignedAppservice is DetailNotCrossSigned in
+	// application-service mode, which has no password for the
+	// homeserver's user-interactive auth.
+	DetailNotCrossSignedAppservice = DetailNotCrossSigned + "; " + whyNotCrossSignedAppservice
+	DetailNoEncryption             = "this relay has no Matrix encryption (build with -tags goolm): nothing is sent to the room, never plaintext"
+	DetailNoDevice                 = "the relay has no Matrix device yet (serve makes it within seconds of its start)"
+	DetailNoDeviceKeys             = "the relay's device has published no keys yet: members' clients cannot share room keys with it"
+	DetailLeaseFree                = "no relay process drives the device now (lease matrix-crypto is free): nothing is sent or read until one does"
+	DetailRoomUnknown              = "cannot read the room's m.room.encryption (the relay's user is not in the room, or the homeserver did not answer)"
 )
 
 // describeTimeout bounds what Describe asks of the homeserver, in all.
@@ -170,6 +174,8 @@ func (b *Binder) e2eeStatus(ctx context.Context) E2EEStatus {
 		s.Detail = DetailNoDeviceKeys
 	case !s.LeaseHeld:
 		s.Detail = DetailLeaseFree
+	case !s.CrossSigned && b.Appservice:
+		s.Detail = DetailNotCrossSignedAppservice
 	case !s.CrossSigned:
 		s.Detail = DetailNotCrossSigned
 	default:

@@ -242,14 +242,35 @@ func CheckRoomEncryption(ctx context.Context, cli *mautrix.Client, room id.RoomI
 // user's self-signing key (clients that exclude unverified devices send
 // it nothing); ok when both are there.
 func CheckDeviceKeys(ctx context.Context, cli *mautrix.Client) Finding {
-	f := Finding{Check: CheckDevice, Subject: cli.UserID.String()}
 	who, err := cli.Whoami(ctx)
 	if err != nil || who.DeviceID == "" {
+		f := Finding{Check: CheckDevice, Subject: cli.UserID.String()}
 		f.Status, f.Detail = StatusWarn, "the access token names no device: the relay cannot take part in encrypted rooms with it"
 		return f
 	}
-	f.Subject = cli.UserID.String() + " " + who.DeviceID.String()
-	published, signed, err := deviceKeys(ctx, cli, cli.UserID, who.DeviceID)
+	return checkDeviceKeys(ctx, cli, cli.UserID, who.DeviceID, false)
+}
+
+// whyNotCrossSignedAppservice ends the not-cross-signed details in
+// application-service mode.
+const whyNotCrossSignedAppservice = "an application service has no password, so the relay cross-signs its device only where the homeserver takes the user's first cross-signing keys without one (Synapse does; Dendrite 0.13.8 asks for a password): serve's log says which"
+
+// CheckAppserviceDeviceKeys is CheckDeviceKeys for the application
+// service's own device dev of user (e2ee.RelayDevice; "" before the
+// relay's first start with encryption: warn), whose not-cross-signed
+// warning says why (no password: only a homeserver that takes the first
+// cross-signing keys without one lets the relay sign it).
+func CheckAppserviceDeviceKeys(ctx context.Context, cli *mautrix.Client, user id.UserID, dev id.DeviceID) Finding {
+	if dev == "" {
+		return Finding{Check: CheckDevice, Subject: user.String(), Status: StatusWarn,
+			Detail: "the application service has no device yet (`acrelay serve` makes it within seconds of its start): the relay cannot take part in encrypted rooms"}
+	}
+	return checkDeviceKeys(ctx, cli, user, dev, true)
+}
+
+func checkDeviceKeys(ctx context.Context, cli *mautrix.Client, user id.UserID, dev id.DeviceID, appservice bool) Finding {
+	f := Finding{Check: CheckDevice, Subject: user.String() + " " + dev.String()}
+	published, signed, err := deviceKeys(ctx, cli, user, dev)
 	if err != nil {
 		f.Status, f.Detail = StatusWarn, "cannot query the device's keys ("+shortError(err)+")"
 		return f
@@ -260,6 +281,9 @@ func CheckDeviceKeys(ctx context.Context, cli *mautrix.Client) Finding {
 	}
 	if !signed {
 		f.Status, f.Detail = StatusWarn, "device keys published; the device is not cross-signed: clients that exclude unverified devices (Element's MSC4153 setting) send it no room keys"
+		if appservice {
+			f.Detail += "; " + whyNotCrossSignedAppservice
+		}
 		return f
 	}
 	f.Status, f.Detail = StatusOK, "device keys published and cross-signed by the relay's user"

@@ -23,6 +23,7 @@ import (
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/crypto/signatures"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 	"maunium.net/go/mautrix/sqlstatestore"
@@ -63,6 +64,13 @@ type Options struct {
 	// (self_sign); "" skips making them (a device already signed, or
 	// signable with the stored recovery key, is still handled).
 	Password string
+	// Appservice, in application-service mode, is the application
+	// service's own client (its as_token, the sender user): where the
+	// sender already has cross-signing keys that no stored recovery key
+	// opens (a lost database), new ones are published with it, which
+	// Synapse takes without user-interactive auth from an application
+	// service. Nil in bot mode: such keys are left as they are.
+	Appservice *mautrix.Client
 	// PrintRecoveryKey, when set, is given the cross-signing recovery key
 	// once, when it is made (serve prints it like the first start's
 	// tokens); it is also kept in the store (store.MatrixRecoveryKey) and
@@ -87,6 +95,9 @@ type Machine struct {
 	signed  chan struct{} // closed when the cross-signing step ended
 	xsigned atomic.Bool   // the device is cross-signed by the user's self-signing key
 	err     error         // setup's error, read after done
+	// xerr is why the cross-signing step failed (Status's detail), never
+	// a key.
+	xerr atomic.Pointer[string]
 
 	mach   *crypto.OlmMachine
 	cstore *crypto.SQLCryptoStore
@@ -143,6 +154,8 @@ func Open(ctx context.Context, opt Options) (matrix.Crypto, error) {
 		log.Info("matrix encryption: cross-signing the relay's device in the background")
 		if err := m.selfSign(bg, opt.Store); err != nil {
 			log.Warn("matrix encryption: the relay's device is not cross-signed: clients that exclude unverified devices send it no room keys", "err", err)
+			why := err.Error()
+			m.xerr.Store(&why)
 			return
 		}
 		m.xsigned.Store(true)
@@ -172,11 +185,17 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		return mach.VerifyWithRecoveryKey(ctx, rk)
 	} else if !errors.Is(err, errNoRecoveryKey) {
 		return err
-	} else if hasKeys {
+	} else if hasKeys && m.opt.Appservice == nil {
 		return errors.New("the user has cross-signing keys that this relay did not make and no recovery key is stored: sign the device from a client that holds them")
+	} else if hasKeys {
+		m.log.Warn("matrix encryption: the application service's user has cross-signing keys and no recovery key for them is stored (a lost database?): replacing them with the application service's token")
+		return m.selfSignNoPassword(ctx, st, m.opt.Appservice)
+	}
+	if m.opt.Password == "" && m.opt.Appservice == nil {
+		return errors.New("publishing cross-signing keys needs the account password: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE)")
 	}
 	if m.opt.Password == "" {
-		return errors.New("publishing cross-signing keys needs the account password: in bot mode give --matrix-password-file (ACRELAY_MATRIX_PASSWORD_FILE); an application service has none")
+		return m.selfSignNoPassword(ctx, st, nil)
 	}
 	rk, _, err := mach.GenerateAndUploadCrossSigningKeysWithPassword(ctx, m.opt.Password, "")
 	if err != nil {
@@ -192,6 +211,94 @@ func (m *Machine) selfSign(ctx context.Context, st store.MatrixCrypto) error {
 		return fmt.Errorf("sign the device: %w", err)
 	}
 	return mach.SignOwnMasterKey(ctx)
+}
+
+// errPasswordNeeded: the homeserver asked the application service for
+// user-interactive auth to publish the first cross-signing keys.
+var errPasswordNeeded = errors.New("the homeserver asks for the account password (user-interactive auth) to publish cross-signing keys, which an application service has not: its device stays not cross-signed on this homeserver (a bot with --matrix-password-file can be)")
+
+// selfSignNoPassword makes and publishes the application service user's
+// first cross-signing keys without a password, where the homeserver
+// allows it (MSC3967: no
+// user-interactive auth while the user has no master key; Synapse does,
+// Dendrite 0.13.8 answers 401 with a password stage): the public keys are
+// published first, so a homeserver that refuses leaves nothing behind
+// (no secret-storage key in the account data); then the private keys go
+// to secret storage under a new recovery key, which is stored, printed
+// once (Options.PrintRecoveryKey), and the device and the master key are
+// signed. With as (the application service's client) the keys replace
+// the user's existing ones, published with the application service's
+// token (Synapse asks an application service for no user-interactive
+// auth). Errors: errPasswordNeeded (the homeserver's 401), the
+// homeserver's other refusals, the store's.
+func (m *Machine) selfSignNoPassword(ctx context.Context, st store.MatrixCrypto, as *mautrix.Client) error {
+	mach := m.mach
+	keys, err := mach.GenerateCrossSigningKeys()
+	if err != nil {
+		return err
+	}
+	publish := func() error { return mach.PublishCrossSigningKeys(ctx, keys, nil) }
+	if as != nil {
+		publish = func() error {
+			if err := publishWith(ctx, as, m.cli.UserID, keys); err != nil {
+				return err
+			}
+			return mach.ImportCrossSigningKeys(keys.Seeds())
+		}
+	}
+	if err := publish(); err != nil {
+		if herr, ok := errors.AsType[mautrix.HTTPError](err); ok && herr.IsStatus(http.StatusUnauthorized) {
+			return errPasswordNeeded
+		}
+		return fmt.Errorf("publish cross-signing keys: %w", err)
+	}
+	// From here the user has cross-signing keys: until the recovery key
+	// is stored a failure leaves keys the relay cannot read back (the
+	// warning at the next start says so).
+	key, err := mach.SSSS.GenerateAndUploadKey(ctx, "")
+	if err != nil {
+		return fmt.Errorf("make the secret-storage key: %w", err)
+	}
+	if err := mach.UploadCrossSigningKeysToSSSS(ctx, key, keys); err != nil {
+		return fmt.Errorf("store the cross-signing keys in secret storage: %w", err)
+	}
+	if err := mach.SSSS.SetDefaultKeyID(ctx, key.ID); err != nil {
+		return fmt.Errorf("mark the secret-storage key default: %w", err)
+	}
+	rk := key.RecoveryKey()
+	if _, err := st.MatrixCryptoSecret(ctx, store.MatrixRecoveryKey, func() (string, error) { return rk, nil }); err != nil {
+		return fmt.Errorf("store the recovery key: %w", err)
+	}
+	if m.opt.PrintRecoveryKey != nil {
+		m.opt.PrintRecoveryKey(rk)
+	}
+	if err := mach.SignOwnDevice(ctx, mach.OwnIdentity()); err != nil {
+		return fmt.Errorf("sign the device: %w", err)
+	}
+	return mach.SignOwnMasterKey(ctx)
+}
+
+// publishWith publishes keys, the public cross-signing keys of user,
+// through cli (the application service's token): the self-signing and
+// user-signing keys signed by the master key (the device signs the master
+// key afterwards, SignOwnMasterKey). Errors: the homeserver's.
+func publishWith(ctx context.Context, cli *mautrix.Client, user id.UserID, keys *crypto.CrossSigningKeysCache) error {
+	master := keys.MasterKey.PublicKey()
+	key := func(usage id.CrossSigningUsage, pub id.Ed25519) mautrix.CrossSigningKeys {
+		return mautrix.CrossSigningKeys{UserID: user, Usage: []id.CrossSigningUsage{usage},
+			Keys: map[id.KeyID]id.Ed25519{id.NewKeyID(id.KeyAlgorithmEd25519, pub.String()): pub}}
+	}
+	req := &mautrix.UploadCrossSigningKeysReq[any]{Master: key(id.XSUsageMaster, master),
+		SelfSigning: key(id.XSUsageSelfSigning, keys.SelfSigningKey.PublicKey()),
+		UserSigning: key(id.XSUsageUserSigning, keys.UserSigningKey.PublicKey())}
+	for _, k := range []*mautrix.CrossSigningKeys{&req.SelfSigning, &req.UserSigning} {
+		sig, err := keys.MasterKey.SignJSON(*k)
+		if err != nil {
+			return err
+		}
+		k.Signatures = signatures.NewSingleSignature(user, id.KeyAlgorithmEd25519, master.String(), sig)
+	}
+	return cli.UploadCrossSigningKeys(ctx, req, nil)
 }
 
 // deviceSigned asks the homeserver whether the relay's device carries a
@@ -733,6 +840,9 @@ func (m *Machine) Status(ctx context.Context) matrix.CryptoStatus {
 		st.Detail = "ready; the device is cross-signed by the relay's user"
 	} else {
 		st.Detail = "ready; the device is not cross-signed (clients that exclude unverified devices send it no keys)"
+		if why := m.xerr.Load(); why != nil {
+			st.Detail += ": " + *why
+		}
 	}
 	return st
 }

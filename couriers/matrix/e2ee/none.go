@@ -22,8 +22,9 @@ type Options struct {
 	Store     store.MatrixCrypto
 	Logger    *slog.Logger
 	OnRefused func(reason string, n int)
-	// Password and PrintRecoveryKey: see the goolm build.
+	// Password, Appservice and PrintRecoveryKey: see the goolm build.
 	Password         string
+	Appservice       *mautrix.Client
 	PrintRecoveryKey func(recoveryKey string)
 	SessionReceived  func(ctx context.Context, room id.RoomID, session id.SessionID)
 }

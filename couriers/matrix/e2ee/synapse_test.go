@@ -37,6 +37,17 @@ func TestEncryptedRoomAppserviceSynapse(t *testing.T) {
 	testEncryptedRoomAppservice(t, startSynapse)
 }
 
+// TestCrossSignedAppserviceSynapse: testEncryptedRoomAppservice on
+// Synapse with a member that excludes unverified devices: the
+// application service's device cross-signs itself in the background with
+// no password (Synapse takes a user's first cross-signing keys without
+// user-interactive auth, MSC3967), the recovery key is stored and printed
+// once, and the strict member still reads every record and gets its
+// encrypted submission answered, across a restart.
+func TestCrossSignedAppserviceSynapse(t *testing.T) {
+	testEncryptedRoomAppserviceXS(t, startSynapse, xsStrict)
+}
+
 // TestCrossSignedDeviceSynapse: testCrossSignedDevice on Synapse: the bot
 // cross-signs its device with its password (Synapse's user-interactive
 // auth), prints the recovery key once, and a member whose client shares
