@@ -51,10 +51,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 		n := l.open[key]
 		if n >= l.max {
 			l.mu.Unlock()
-			_ = c.Close()
+			// Counted before the close, so that whoever sees the
+			// connection end also sees it counted.
 			if l.refused != nil {
 				l.refused()
 			}
+			_ = c.Close()
 			continue
 		}
 		l.open[key] = n + 1
